@@ -1,0 +1,245 @@
+"""The ``mempp`` command: add, ingest, search and evidence over a store.
+
+Exit codes: 0 success, 1 operational error (store cannot be opened, ...), 2 bad input
+(bad date, bad option; nothing is stored), 3 ingest finished but some items failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections import Counter
+from collections.abc import Sequence
+from typing import Any
+
+from mempp.errors import InvalidInput, MemppError
+from mempp.evidence import Evidence
+
+EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_PARTIAL = 0, 1, 2, 3
+
+
+class CliError(Exception):
+    def __init__(self, message: str, code: int = EXIT_ERROR) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="mempp",
+        description="Non-destructive memory: store dated documents whole, search as of any date.",
+    )
+    parser.add_argument(
+        "--db",
+        default=None,
+        help="SQLite file or postgresql:// URL (default: $MEMPP_DB, else ./mempp.db)",
+    )
+    parser.add_argument(
+        "--scope", default=None, help="tenant / namespace inside the store (default: 'default')"
+    )
+    parser.add_argument("--version", action="version", version=f"mempp {_version()}")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    add = commands.add_parser("add", help="store one document")
+    add.add_argument("text", help="the document text, or - to read it from stdin")
+    add.add_argument("--author")
+    add.add_argument("--date", help="event date, ISO 8601 (YYYY-MM-DD or datetime)")
+    add.add_argument("--tag", action="append", default=[], dest="tags", help="repeatable")
+    add.add_argument("--source", help="where the document came from (URI, path)")
+    add.add_argument("--json", action="store_true", help="print a JSON object")
+
+    ingest = commands.add_parser("ingest", help="store documents from JSONL files and folders")
+    ingest.add_argument("paths", nargs="+", metavar="PATH")
+    ingest.add_argument("--batch-size", type=int, default=64)
+    ingest.add_argument("--json", action="store_true", help="print a JSON summary")
+
+    for name, text in (("search", "ranked hits"), ("evidence", "the evidence block")):
+        sub = commands.add_parser(name, help=f"print {text} for a query")
+        sub.add_argument("query")
+        sub.add_argument("--as-of", help="only documents dated up to this ISO 8601 date")
+        sub.add_argument("-k", type=int, default=None, help="rows to return (default 50)")
+        sub.add_argument("--preset", default=None, help="settings preset (default: default)")
+        sub.add_argument("--json", action="store_true")
+        if name == "evidence":
+            sub.add_argument("--budget", type=int, default=None, help="max characters")
+            sub.add_argument("--style", choices=("headers", "paper"), default="headers")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return _dispatch(args)
+    except CliError as exc:
+        _fail(str(exc))
+        return exc.code
+    except InvalidInput as exc:
+        _fail(str(exc))
+        return EXIT_USAGE
+    except MemppError as exc:
+        _fail(str(exc))
+        return EXIT_ERROR
+    except KeyboardInterrupt:
+        _fail("interrupted; every finished batch is stored, the current one is not")
+        return 130
+    except BrokenPipeError:
+        return EXIT_OK
+
+
+def _fail(message: str) -> None:
+    first_line = message.strip().splitlines()[0] if message.strip() else "failed"
+    print(f"mempp: error: {first_line}", file=sys.stderr)
+
+
+def _dispatch(args: argparse.Namespace) -> int:
+    from mempp.dates import parse_as_of, parse_event_date
+
+    # Validate every date before opening (and maybe creating) the store.
+    if getattr(args, "date", None) is not None:
+        parse_event_date(args.date)
+    if getattr(args, "as_of", None) is not None:
+        parse_as_of(args.as_of)
+    if getattr(args, "k", None) is not None and args.k < 1:
+        raise InvalidInput("-k must be >= 1")
+    text = None
+    if args.command == "add":
+        text = sys.stdin.read() if args.text == "-" else args.text
+    memory = _open(args)
+    with memory:
+        if args.command == "add":
+            return _add(memory, args, text or "")
+        if args.command == "ingest":
+            return _ingest(memory, args)
+        if args.command == "search":
+            return _search(memory, args)
+        return _evidence(memory, args)
+
+
+def _open(args: argparse.Namespace):  # type: ignore[no-untyped-def]
+    from mempp.memory import DEFAULT_SCOPE, Memory
+
+    location = args.db or os.environ.get("MEMPP_DB") or "mempp.db"
+    return Memory(location, scope=args.scope or DEFAULT_SCOPE)
+
+
+def _add(memory, args: argparse.Namespace, text: str) -> int:  # type: ignore[no-untyped-def]
+    result = memory.add(
+        text, author=args.author, date=args.date, tags=args.tags, source=args.source
+    )
+    if args.json:
+        _print_json({"id": result.id, "skipped": result.skipped})
+    elif result.added:
+        print(result.id)
+    else:
+        print(f"skipped ({result.skipped})", file=sys.stderr)
+    return EXIT_OK
+
+
+def _ingest(memory, args: argparse.Namespace) -> int:  # type: ignore[no-untyped-def]
+    from tqdm import tqdm
+
+    from mempp.ingest import read_sources
+
+    if args.batch_size < 1:
+        raise InvalidInput("--batch-size must be >= 1")
+    failures: list[dict[str, str]] = []
+    skipped: Counter[str] = Counter()
+    added_ids: list[int] = []
+    batch: list[tuple[str, Any]] = []
+
+    def flush() -> None:
+        results = memory.add_many([doc for _, doc in batch], batch_size=len(batch))
+        for result in results:
+            if result.added:
+                added_ids.append(result.id)
+            else:
+                skipped[result.skipped] += 1
+        bar.update(len(batch))
+        batch.clear()
+
+    with tqdm(desc="ingest", unit="doc", file=sys.stderr, disable=None) as bar:
+        for item in read_sources(args.paths):
+            if item.document is None:
+                failures.append({"location": item.location, "reason": item.error or "unreadable"})
+                tqdm.write(f"{item.location}: {item.error}", file=sys.stderr)
+                continue
+            batch.append((item.location, item.document))
+            if len(batch) >= args.batch_size:
+                flush()
+        if batch:
+            flush()
+
+    summary = {
+        "added": len(added_ids),
+        "skipped": sum(skipped.values()),
+        "skipped_by_reason": dict(skipped),
+        "failed": len(failures),
+        "failures": failures,
+        "ids": added_ids,
+    }
+    if args.json:
+        _print_json(summary)
+    else:
+        reasons = ", ".join(f"{n} {why}" for why, n in sorted(skipped.items()))
+        print(
+            f"added {len(added_ids)}, skipped {sum(skipped.values())}"
+            + (f" ({reasons})" if reasons else "")
+            + f", failed {len(failures)}"
+        )
+    return EXIT_PARTIAL if failures else EXIT_OK
+
+
+def _search(memory, args: argparse.Namespace) -> int:  # type: ignore[no-untyped-def]
+    hits = memory.search(args.query, as_of=args.as_of, k=args.k, settings=args.preset)
+    if args.json:
+        _print_json([hit.to_dict() for hit in hits])
+        return EXIT_OK
+    for hit in hits:
+        record = hit.record
+        legs = ",".join(hit.legs) or "-"
+        flag = " reserved" if hit.reserved else ""
+        head = f"{hit.rank:>3}. #{record.id}  {record.day or 'undated'}  {record.author or '-'}"
+        print(f"{head}  score={hit.score:.5f} legs={legs}{flag}")
+        print("     " + _snippet(record.text))
+    if not hits:
+        print("no matching records", file=sys.stderr)
+    return EXIT_OK
+
+
+def _evidence(memory, args: argparse.Namespace) -> int:  # type: ignore[no-untyped-def]
+    evidence: Evidence = memory.evidence(
+        args.query,
+        as_of=args.as_of,
+        k=args.k,
+        budget=args.budget,
+        style=args.style,
+        settings=args.preset,
+    )
+    if args.json:
+        _print_json(evidence.to_dict())
+    else:
+        print(evidence.text)
+    return EXIT_OK
+
+
+def _snippet(text: str, width: int = 100) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= width else flat[: width - 3] + "..."
+
+
+def _print_json(value: object) -> None:
+    json.dump(value, sys.stdout, ensure_ascii=False, indent=None)
+    sys.stdout.write("\n")
+
+
+def _version() -> str:
+    from mempp import __version__
+
+    return __version__
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,74 @@
+"""The ranking math of the read path, as pure functions: weighted RRF and the recency reserve.
+
+Ids are integers that grow with ingest order, so "ingest recency" is simply "larger id".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True, slots=True)
+class Fused:
+    """A row's fused score and its 1-based position in every leg that returned it."""
+
+    id: int
+    score: float
+    leg_ranks: dict[str, int] = field(default_factory=dict)
+
+
+def rrf(
+    legs: Mapping[str, Sequence[int]], weights: Mapping[str, float], gamma: float
+) -> list[Fused]:
+    """Weighted reciprocal rank fusion: ``sum_l w_l / (gamma + rank_l)``, ranks from 0.
+
+    Rows are ordered by score, ties by ingest recency (newer first). A leg of weight 0 is
+    switched off: its rows neither score nor count as matched.
+    """
+    scores: dict[int, float] = {}
+    ranks: dict[int, dict[str, int]] = {}
+    for leg, ids in legs.items():
+        weight = weights.get(leg, 0.0)
+        if weight <= 0:
+            continue
+        for position, row in enumerate(ids):
+            row_ranks = ranks.setdefault(row, {})
+            if leg in row_ranks:  # a leg lists each row once; ignore repeats defensively
+                continue
+            row_ranks[leg] = position + 1
+            scores[row] = scores.get(row, 0.0) + weight / (gamma + position)
+    order = sorted(scores, key=lambda row: (-scores[row], -row))
+    return [Fused(row, scores[row], ranks[row]) for row in order]
+
+
+@dataclass(frozen=True, slots=True)
+class Selection:
+    """The ``k`` rows handed on: fused rows, then the reserve (matched, then unmatched fill)."""
+
+    fused: list[Fused]
+    reserved: list[Fused]
+
+
+def select_with_reserve(
+    fused: Sequence[Fused],
+    k: int,
+    reserve: int,
+    recency_key: Callable[[int], int],
+    unmatched_fill: Callable[[set[int], int], Sequence[int]],
+) -> Selection:
+    """Keep ``k - reserve`` rows in fused order, then ``reserve`` recency slots.
+
+    The slots go to the remaining matched rows with the latest ``recency_key`` (event date,
+    else ingest time; ties to the newer ingest). Slots still empty are filled by
+    ``unmatched_fill(exclude, n)``: the most recently ingested in-scope rows matched by no leg.
+    """
+    slots = min(reserve, k)
+    head = list(fused[: k - slots])
+    rest = fused[k - slots :]
+    latest = sorted(rest, key=lambda f: (recency_key(f.id), f.id), reverse=True)[:slots]
+    missing = slots - len(latest)
+    if missing > 0:
+        exclude = {f.id for f in fused}
+        latest += [Fused(row, 0.0) for row in unmatched_fill(exclude, missing)][:missing]
+    return Selection(head, latest)

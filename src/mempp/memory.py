@@ -1,0 +1,240 @@
+"""``Memory``: the public Python API over a store, an encoder and the read-path settings.
+
+from mempp import Memory
+
+with Memory("org.db") as memory:
+    memory.add("We ship on Friday.", author="Ana", date="2024-03-01")
+    for hit in memory.search("when do we ship?", as_of="2024-03-31"):
+        print(hit.rank, hit.record.date, hit.record.text)
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from datetime import date, datetime
+from typing import Any
+
+import numpy as np
+
+from mempp.dates import parse_as_of
+from mempp.encoders import Embedder, default_embedder
+from mempp.errors import EncoderMismatch, InvalidInput, RecordNotFound
+from mempp.evidence import Evidence, EvidenceStyle, render_evidence
+from mempp.records import AddResult, Document, Hit, Record
+from mempp.retrieval import LegLists, fuse_and_select, run_legs, to_hits
+from mempp.settings import Settings, preset
+from mempp.store import Store, open_store
+
+DateLike = str | date | datetime | None
+DocumentLike = Document | Mapping[str, Any] | str
+DEFAULT_SCOPE = "default"
+DEFAULT_BATCH = 64
+
+
+class Memory:
+    """A non-destructive memory: documents kept whole, chosen at read time.
+
+    ``location`` is a SQLite file path (created if missing) or a ``postgresql://`` URL.
+    ``scope`` isolates tenants sharing one store. ``embedder`` defaults to the local
+    all-MiniLM-L6-v2, loaded on first use. ``settings`` is a :class:`Settings` or a preset name.
+    """
+
+    def __init__(
+        self,
+        location: str | os.PathLike[str] = "mempp.db",
+        *,
+        scope: str = DEFAULT_SCOPE,
+        embedder: Embedder | None = None,
+        settings: Settings | str = "default",
+    ) -> None:
+        if not isinstance(scope, str) or not scope.strip():
+            raise InvalidInput("scope must be a non-empty string")
+        self.scope = scope
+        self.settings = _resolve_settings(settings)
+        self._embedder = embedder
+        self._encoder_bound = False
+        self._store: Store = open_store(location)
+
+    # -- lifecycle --------------------------------------------------------------------
+    def close(self) -> None:
+        self._store.close()
+
+    def __enter__(self) -> Memory:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def store(self) -> Store:
+        return self._store
+
+    @property
+    def embedder(self) -> Embedder:
+        if self._embedder is None:
+            self._embedder = default_embedder()
+        return self._embedder
+
+    def __len__(self) -> int:
+        return self._store.count(self.scope)
+
+    # -- write path -------------------------------------------------------------------
+    def add(
+        self,
+        text: str,
+        *,
+        author: str | None = None,
+        date: DateLike = None,
+        tags: Iterable[str] = (),
+        source: str | None = None,
+    ) -> AddResult:
+        """Store one document. Returns its new id, or why it was skipped (empty/duplicate)."""
+        doc = Document.create(text, author=author, date=date, tags=tags, source=source)
+        return self._write_batch([doc])[0]
+
+    def add_many(
+        self,
+        documents: Iterable[DocumentLike],
+        *,
+        batch_size: int = DEFAULT_BATCH,
+        progress: Callable[[int], None] | None = None,
+    ) -> list[AddResult]:
+        """Store many documents, one transaction per batch of ``batch_size``.
+
+        Each item is a :class:`Document`, a mapping with ``text`` and optional ``author``,
+        ``date``, ``tags``, ``source``, or a plain string. All items are validated before
+        anything is written, so a bad item stores nothing. ``progress(n)`` is called after
+        each batch with the number of documents it held.
+        """
+        if not isinstance(batch_size, int) or batch_size < 1:
+            raise InvalidInput("batch_size must be an integer >= 1")
+        docs = [as_document(item) for item in documents]
+        results: list[AddResult] = []
+        for start in range(0, len(docs), batch_size):
+            batch = docs[start : start + batch_size]
+            results.extend(self._write_batch(batch))
+            if progress is not None:
+                progress(len(batch))
+        return results
+
+    def _write_batch(self, docs: Sequence[Document]) -> list[AddResult]:
+        """Skip empties and known duplicates, embed the rest, insert in one transaction."""
+        results: list[AddResult | None] = [
+            AddResult(None, "empty") if doc.is_empty else None for doc in docs
+        ]
+        candidates = [i for i, doc in enumerate(docs) if results[i] is None]
+        if not candidates:
+            return [r for r in results if r is not None]
+        duplicates = self._store.find_duplicates(self.scope, [docs[i] for i in candidates])
+        for i, duplicate in zip(candidates, duplicates, strict=True):
+            if duplicate:
+                results[i] = AddResult(None, "duplicate")
+        fresh = [i for i in candidates if results[i] is None]
+        if fresh:
+            embedder = self.embedder
+            vectors = embedder.embed([docs[i].text for i in fresh])
+            if not self._encoder_bound:
+                self._store.bind_encoder(embedder.name, embedder.dim)
+                self._encoder_bound = True
+            stored = self._store.insert(self.scope, [docs[i] for i in fresh], vectors)
+            for i, result in zip(fresh, stored, strict=True):
+                results[i] = result
+        return [r for r in results if r is not None]
+
+    # -- read path --------------------------------------------------------------------
+    def search(
+        self,
+        query: str,
+        *,
+        as_of: DateLike = None,
+        k: int | None = None,
+        settings: Settings | str | None = None,
+    ) -> list[Hit]:
+        """The read path: scope, three legs, weighted RRF, recency slots. Best first."""
+        config = self.settings if settings is None else _resolve_settings(settings)
+        k = config.k if k is None else k
+        if not isinstance(k, int) or isinstance(k, bool) or k < 1:
+            raise InvalidInput(f"k must be an integer >= 1, got {k!r}")
+        question = _clean_query(query)
+        bound = parse_as_of(as_of)
+        legs = self.legs(question, as_of=bound, settings=config)
+        chosen = fuse_and_select(self._store, self.scope, legs, bound, config, k)
+        return to_hits(self._store, self.scope, chosen)
+
+    def legs(self, question: str, *, as_of: int | None, settings: Settings) -> LegLists:
+        """Run the three legs alone (used by ``search`` and by the benchmarks)."""
+        vector = self._query_vector(question) if settings.w_vec > 0 else None
+        return run_legs(self._store, self.scope, question, vector, as_of, settings)
+
+    def _query_vector(self, question: str) -> np.ndarray | None:
+        stored = self._store.encoder()
+        if stored is None:  # nothing stored yet: no vectors to compare with
+            return None
+        embedder = self.embedder
+        if stored != (embedder.name, embedder.dim):
+            raise EncoderMismatch(
+                f"{self._store.location} holds vectors of encoder {stored[0]} ({stored[1]}-d); "
+                f"this Memory uses {embedder.name} ({embedder.dim}-d)"
+            )
+        return embedder.embed([question])[0]
+
+    def evidence(
+        self,
+        query: str,
+        *,
+        as_of: DateLike = None,
+        k: int | None = None,
+        budget: int | None = None,
+        style: EvidenceStyle = "headers",
+        settings: Settings | str | None = None,
+    ) -> Evidence:
+        """Search, then render the hits as a dated, attributed evidence block."""
+        hits = self.search(query, as_of=as_of, k=k, settings=settings)
+        return render_evidence(hits, budget=budget, style=style)
+
+    def get(self, record_id: int) -> Record:
+        """The record with this id (any state). Raises ``RecordNotFound``."""
+        if not isinstance(record_id, int) or isinstance(record_id, bool):
+            raise InvalidInput(f"record ids are integers, got {record_id!r}")
+        found = self._store.get(self.scope, [record_id])
+        if record_id not in found:
+            raise RecordNotFound(f"no record {record_id} in scope {self.scope!r}")
+        return found[record_id]
+
+
+def as_document(item: DocumentLike) -> Document:
+    """Validate one incoming item (Document, mapping or string) into a :class:`Document`."""
+    if isinstance(item, Document):
+        return item
+    if isinstance(item, str):
+        return Document.create(item)
+    if isinstance(item, Mapping):
+        if "text" not in item:
+            raise InvalidInput("a document needs a 'text' field")
+        tags = item.get("tags") or ()
+        return Document.create(
+            item["text"],
+            author=item.get("author"),
+            date=item.get("date"),
+            tags=tags,
+            source=item.get("source"),
+        )
+    raise InvalidInput(f"cannot make a document from {type(item).__name__}")
+
+
+def _clean_query(query: str) -> str:
+    if not isinstance(query, str):
+        raise InvalidInput(f"query must be a string, got {type(query).__name__}")
+    cleaned = query.replace("\x00", " ").strip()
+    if not cleaned:
+        raise InvalidInput("query is empty")
+    return cleaned
+
+
+def _resolve_settings(settings: Settings | str) -> Settings:
+    if isinstance(settings, Settings):
+        return settings
+    if isinstance(settings, str):
+        return preset(settings)
+    raise InvalidInput(f"settings must be a Settings or a preset name, got {settings!r}")

@@ -1,0 +1,161 @@
+"""The record model: what a caller hands in, what the store keeps, what a search returns.
+
+A record's text, author, date, tags, source and embedding never change after it is written.
+Only its state does: ``active`` or ``archived``, and ``superseded_by``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import date, datetime
+from typing import Literal
+
+from mempp.dates import EventDate, parse_event_date
+from mempp.errors import InvalidInput
+
+State = Literal["active", "archived"]
+SkipReason = Literal["duplicate", "empty"]
+
+_TAG_RUNS = re.compile(r"[\s_\-]+")
+
+
+def normalize_tag(label: str) -> str:
+    """Tags compare case-insensitively with runs of space, ``_`` and ``-`` collapsed to ``-``."""
+    return _TAG_RUNS.sub("-", label.strip().lower()).strip("-")
+
+
+@dataclass(frozen=True, slots=True)
+class Document:
+    """One incoming document, validated. Build it with :meth:`Document.create`."""
+
+    text: str
+    author: str | None = None
+    date: EventDate | None = None
+    tags: tuple[str, ...] = ()
+    source: str | None = None
+
+    @classmethod
+    def create(
+        cls,
+        text: str,
+        *,
+        author: str | None = None,
+        date: str | date | datetime | None = None,
+        tags: Iterable[str] = (),
+        source: str | None = None,
+    ) -> Document:
+        if not isinstance(text, str):
+            raise InvalidInput(f"text must be a string, got {type(text).__name__}")
+        if "\x00" in text:
+            raise InvalidInput("text contains a NUL character")
+        if author is not None and not isinstance(author, str):
+            raise InvalidInput(f"author must be a string, got {type(author).__name__}")
+        if source is not None and not isinstance(source, str):
+            raise InvalidInput(f"source must be a string, got {type(source).__name__}")
+        if isinstance(tags, str):
+            raise InvalidInput("tags must be a list of strings, not one string")
+        clean_tags: list[str] = []
+        for tag in tags:
+            if not isinstance(tag, str):
+                raise InvalidInput(f"every tag must be a string, got {type(tag).__name__}")
+            if tag.strip() and tag.strip() not in clean_tags:
+                clean_tags.append(tag.strip())
+        author = author.strip() or None if author is not None else None
+        return cls(text, author, parse_event_date(date), tuple(clean_tags), source or None)
+
+    @property
+    def is_empty(self) -> bool:
+        return not self.text.strip()
+
+    def tag_labels(self) -> set[str]:
+        """Labels for the tag index: the normalised author and every normalised tag."""
+        labels = {normalize_tag(t) for t in self.tags}
+        if self.author:
+            labels.add(normalize_tag(self.author))
+        labels.discard("")
+        return labels
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    """A stored row."""
+
+    id: int
+    text: str
+    author: str | None
+    date: str | None
+    tags: tuple[str, ...]
+    source: str | None
+    scope: str
+    ingested_at: str
+    state: State
+    superseded_by: int | None
+
+    @property
+    def day(self) -> str | None:
+        """The event date as ``YYYY-MM-DD`` (``None`` if undated)."""
+        return self.date[:10] if self.date else None
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "id": self.id,
+            "text": self.text,
+            "author": self.author,
+            "date": self.day,
+            "datetime": self.date,
+            "tags": list(self.tags),
+            "source": self.source,
+            "scope": self.scope,
+            "ingested_at": self.ingested_at,
+            "state": self.state,
+            "superseded_by": self.superseded_by,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class AddResult:
+    """Outcome of adding one document: the new id, or why nothing was stored."""
+
+    id: int | None
+    skipped: SkipReason | None = None
+
+    @property
+    def added(self) -> bool:
+        return self.id is not None
+
+
+@dataclass(frozen=True, slots=True)
+class Hit:
+    """One row of a search result.
+
+    ``rank`` is the 1-based position in the result. ``leg_ranks`` maps each leg that returned
+    the row to its 1-based position in that leg's list; the fused ``score`` is
+    ``sum(w_leg / (gamma + leg_rank - 1))``. ``reserved`` marks the recency slots.
+    """
+
+    record: Record
+    rank: int
+    score: float
+    leg_ranks: dict[str, int] = field(default_factory=dict)
+    reserved: bool = False
+
+    @property
+    def id(self) -> int:
+        return self.record.id
+
+    @property
+    def legs(self) -> list[str]:
+        return list(self.leg_ranks)
+
+    def to_dict(self) -> dict[str, object]:
+        out = self.record.to_dict()
+        out.update(
+            rank=self.rank,
+            score=self.score,
+            legs=self.legs,
+            leg_ranks=dict(self.leg_ranks),
+            reserved=self.reserved,
+        )
+        return out

@@ -1,0 +1,448 @@
+"""The embedded engine: one SQLite file holding records, full text (FTS5), tags and vectors.
+
+* Append-only is enforced by the database itself: triggers refuse ``DELETE`` of a record and
+  any ``UPDATE`` of its content; only ``state`` and ``superseded_by`` may change.
+* Full text: an FTS5 index over the record text (Porter stemming, Unicode folding), ranked by
+  BM25. Terms are always passed as quoted literals, so user text is never FTS syntax.
+* Vectors are stored as float32 blobs and searched exactly in RAM (``ExactVectorIndex``),
+  loaded on first search and kept current by reading only rows added since.
+* WAL journal, one ``BEGIN IMMEDIATE`` transaction per write batch, a busy timeout: several
+  processes may read and write the same file at once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sqlite3
+import threading
+from collections.abc import Collection, Iterator, Sequence
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+
+import numpy as np
+
+from mempp.dates import now_key
+from mempp.errors import EncoderMismatch, StoreError
+from mempp.query import LexicalQuery
+from mempp.records import AddResult, Document, Record, State
+from mempp.store.migrations import Migration, newest, pending
+from mempp.vectors import ExactVectorIndex
+
+BUSY_TIMEOUT_S = 60.0
+
+MIGRATIONS: tuple[Migration, ...] = (
+    Migration(
+        1,
+        "records, full text, tags, append-only triggers",
+        (
+            """CREATE TABLE IF NOT EXISTS mempp_meta (
+                key TEXT PRIMARY KEY,
+                value TEXT NOT NULL)""",
+            """CREATE TABLE records (
+                id INTEGER PRIMARY KEY AUTOINCREMENT,
+                scope TEXT NOT NULL,
+                text TEXT NOT NULL,
+                text_hash BLOB NOT NULL,
+                author TEXT,
+                event_date TEXT,
+                event_key INTEGER,
+                tags TEXT NOT NULL DEFAULT '[]',
+                source TEXT,
+                ingested_at TEXT NOT NULL,
+                ingested_key INTEGER NOT NULL,
+                state TEXT NOT NULL DEFAULT 'active' CHECK (state IN ('active', 'archived')),
+                superseded_by INTEGER REFERENCES records(id),
+                embedding BLOB NOT NULL)""",
+            "CREATE INDEX records_scope_state_date ON records (scope, state, event_key)",
+            """CREATE INDEX records_dedupe
+                ON records (scope, coalesce(author, ''), text_hash) WHERE state = 'active'""",
+            """CREATE TABLE record_tags (
+                label TEXT NOT NULL,
+                record_id INTEGER NOT NULL REFERENCES records(id),
+                PRIMARY KEY (label, record_id)) WITHOUT ROWID""",
+            """CREATE VIRTUAL TABLE records_fts USING fts5(
+                text, content='records', content_rowid='id',
+                tokenize='porter unicode61 remove_diacritics 2')""",
+            """CREATE TRIGGER records_fts_insert AFTER INSERT ON records BEGIN
+                INSERT INTO records_fts (rowid, text) VALUES (new.id, new.text);
+            END""",
+            """CREATE TRIGGER records_no_delete BEFORE DELETE ON records BEGIN
+                SELECT RAISE(ABORT, 'mempp: records are append-only; DELETE is refused');
+            END""",
+            """CREATE TRIGGER records_content_frozen BEFORE UPDATE OF
+                id, scope, text, text_hash, author, event_date, event_key, tags, source,
+                ingested_at, ingested_key, embedding ON records BEGIN
+                SELECT RAISE(ABORT,
+                    'mempp: a record''s content never changes; only its state may');
+            END""",
+            """CREATE TRIGGER record_tags_no_delete BEFORE DELETE ON record_tags BEGIN
+                SELECT RAISE(ABORT, 'mempp: records are append-only; DELETE is refused');
+            END""",
+            """CREATE TRIGGER record_tags_frozen BEFORE UPDATE ON record_tags BEGIN
+                SELECT RAISE(ABORT,
+                    'mempp: a record''s content never changes; only its state may');
+            END""",
+            # Readers in other processes notice state changes through this counter.
+            "INSERT OR IGNORE INTO mempp_meta (key, value) VALUES ('state_epoch', '0')",
+            """CREATE TRIGGER records_state_epoch AFTER UPDATE OF state ON records BEGIN
+                UPDATE mempp_meta SET value = CAST(value AS INTEGER) + 1
+                WHERE key = 'state_epoch';
+            END""",
+        ),
+    ),
+)
+
+_RECORD_COLUMNS = (
+    "id, text, author, event_date, tags, source, scope, ingested_at, state, superseded_by"
+)
+
+
+def text_hash(text: str) -> bytes:
+    return hashlib.sha256(text.encode("utf-8")).digest()
+
+
+def _row_to_record(row: sqlite3.Row | tuple) -> Record:
+    return Record(
+        id=row[0],
+        text=row[1],
+        author=row[2],
+        date=row[3],
+        tags=tuple(json.loads(row[4])),
+        source=row[5],
+        scope=row[6],
+        ingested_at=row[7],
+        state=row[8],
+        superseded_by=row[9],
+    )
+
+
+def fts_match_expression(query: LexicalQuery) -> str | None:
+    """Quote every term as an FTS5 string literal and join them with AND / OR."""
+    terms = [term.replace("\x00", "") for term in query.terms]
+    quoted = ['"' + term.replace('"', '""') + '"' for term in terms if term.strip()]
+    if not quoted:
+        return None
+    joiner = " AND " if query.mode == "conjunctive" else " OR "
+    return joiner.join(quoted)
+
+
+class SQLiteStore:
+    """The default engine: a single local file, no server."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.location = os.fspath(path)
+        if self.location != ":memory:":
+            parent = Path(self.location).expanduser().resolve().parent
+            if not parent.is_dir():
+                raise StoreError(f"cannot create {self.location}: folder {parent} does not exist")
+            if Path(self.location).is_dir():
+                raise StoreError(f"{self.location} is a folder, not a database file")
+        self._lock = threading.RLock()
+        try:
+            self._conn = sqlite3.connect(
+                self.location,
+                timeout=BUSY_TIMEOUT_S,
+                isolation_level=None,
+                check_same_thread=False,
+            )
+            self._conn.execute("PRAGMA journal_mode=WAL")
+            self._conn.execute("PRAGMA synchronous=FULL")
+            self._conn.execute("PRAGMA foreign_keys=ON")
+            self._migrate()
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(f"cannot open {self.location} as a mempp database: {exc}") from None
+        self._index: ExactVectorIndex | None = None
+        self._seen_data_version = -1
+        self._seen_state_epoch = ""
+        self._dirty = True
+
+    # -- plumbing ---------------------------------------------------------------------
+    @contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._conn
+            except BaseException:
+                self._conn.execute("ROLLBACK")
+                raise
+            else:
+                self._conn.execute("COMMIT")
+            finally:
+                self._dirty = True
+
+    def _migrate(self) -> None:
+        conn = self._conn
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            conn.execute(
+                """CREATE TABLE IF NOT EXISTS mempp_migrations (
+                    version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)"""
+            )
+            applied = {row[0] for row in conn.execute("SELECT version FROM mempp_migrations")}
+            if applied and max(applied) > newest(MIGRATIONS):
+                raise StoreError(
+                    f"{self.location} was written by a newer mempp (schema {max(applied)}); "
+                    "upgrade mempp to open it"
+                )
+            for migration in pending(MIGRATIONS, applied):
+                for statement in migration.statements:
+                    conn.execute(statement)
+                conn.execute(
+                    "INSERT INTO mempp_migrations (version, name, applied_at) VALUES (?, ?, ?)",
+                    (migration.version, migration.name, datetime.now(UTC).isoformat()),
+                )
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
+
+    def schema_version(self) -> int:
+        with self._lock:
+            return self._conn.execute("SELECT max(version) FROM mempp_migrations").fetchone()[0]
+
+    # -- encoder identity -------------------------------------------------------------
+    def encoder(self) -> tuple[str, int] | None:
+        with self._lock:
+            rows = dict(
+                self._conn.execute(
+                    "SELECT key, value FROM mempp_meta WHERE key IN ('encoder', 'dim')"
+                ).fetchall()
+            )
+        if "encoder" not in rows:
+            return None
+        return rows["encoder"], int(rows["dim"])
+
+    def bind_encoder(self, name: str, dim: int) -> None:
+        with self._write() as conn:
+            found = dict(
+                conn.execute(
+                    "SELECT key, value FROM mempp_meta WHERE key IN ('encoder', 'dim')"
+                ).fetchall()
+            )
+            if "encoder" not in found:
+                conn.executemany(
+                    "INSERT INTO mempp_meta (key, value) VALUES (?, ?)",
+                    [("encoder", name), ("dim", str(dim))],
+                )
+                return
+        if (found["encoder"], int(found["dim"])) != (name, dim):
+            raise EncoderMismatch(
+                f"{self.location} holds vectors of encoder {found['encoder']} "
+                f"({found['dim']}-d); this Memory uses {name} ({dim}-d)"
+            )
+
+    # -- write path -------------------------------------------------------------------
+    def find_duplicates(self, scope: str, docs: Sequence[Document]) -> list[bool]:
+        with self._lock:
+            return [self._is_duplicate(self._conn, scope, doc) for doc in docs]
+
+    @staticmethod
+    def _is_duplicate(conn: sqlite3.Connection, scope: str, doc: Document) -> bool:
+        row = conn.execute(
+            """SELECT 1 FROM records INDEXED BY records_dedupe
+               WHERE scope = ? AND coalesce(author, '') = ? AND text_hash = ?
+                 AND state = 'active' LIMIT 1""",
+            (scope, doc.author or "", text_hash(doc.text)),
+        ).fetchone()
+        return row is not None
+
+    def insert(self, scope: str, docs: Sequence[Document], vectors: np.ndarray) -> list[AddResult]:
+        if len(docs) != len(vectors):
+            raise ValueError("one vector per document is required")
+        results: list[AddResult] = []
+        ingested_at = datetime.now(UTC).isoformat()
+        ingested_key = now_key()
+        try:
+            with self._write() as conn:
+                for doc, vector in zip(docs, vectors, strict=True):
+                    if self._is_duplicate(conn, scope, doc):
+                        results.append(AddResult(None, "duplicate"))
+                        continue
+                    cursor = conn.execute(
+                        """INSERT INTO records (scope, text, text_hash, author, event_date,
+                               event_key, tags, source, ingested_at, ingested_key, embedding)
+                           VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
+                        (
+                            scope,
+                            doc.text,
+                            text_hash(doc.text),
+                            doc.author,
+                            doc.date.text if doc.date else None,
+                            doc.date.key if doc.date else None,
+                            json.dumps(list(doc.tags), ensure_ascii=False),
+                            doc.source,
+                            ingested_at,
+                            ingested_key,
+                            np.asarray(vector, dtype="<f4").tobytes(),
+                        ),
+                    )
+                    row_id = cursor.lastrowid
+                    assert row_id is not None
+                    conn.executemany(
+                        "INSERT INTO record_tags (label, record_id) VALUES (?, ?)",
+                        [(label, row_id) for label in sorted(doc.tag_labels())],
+                    )
+                    results.append(AddResult(row_id))
+        except sqlite3.Error as exc:
+            raise StoreError(f"could not store the batch in {self.location}: {exc}") from None
+        return results
+
+    def set_state(
+        self, scope: str, ids: Collection[int], state: State, superseded_by: int | None
+    ) -> None:
+        with self._write() as conn:
+            conn.executemany(
+                "UPDATE records SET state = ?, superseded_by = ? WHERE id = ? AND scope = ?",
+                [(state, superseded_by, row_id, scope) for row_id in ids],
+            )
+
+    # -- reads ------------------------------------------------------------------------
+    def get(self, scope: str, ids: Collection[int]) -> dict[int, Record]:
+        if not ids:
+            return {}
+        with self._lock:
+            rows = self._conn.execute(
+                f"""SELECT {_RECORD_COLUMNS} FROM records
+                    WHERE id IN (SELECT value FROM json_each(?)) AND scope = ?""",
+                (json.dumps([int(i) for i in ids]), scope),
+            ).fetchall()
+        return {row[0]: _row_to_record(row) for row in rows}
+
+    def count(self, scope: str, *, active_only: bool = True) -> int:
+        condition = " AND state = 'active'" if active_only else ""
+        with self._lock:
+            return self._conn.execute(
+                f"SELECT count(*) FROM records WHERE scope = ?{condition}", (scope,)
+            ).fetchone()[0]
+
+    def scopes(self) -> list[str]:
+        with self._lock:
+            return [r[0] for r in self._conn.execute("SELECT DISTINCT scope FROM records")]
+
+    def lexical(self, scope: str, query: LexicalQuery, as_of: int | None, limit: int) -> list[int]:
+        expression = fts_match_expression(query)
+        if expression is None:
+            return []
+        date_condition = "" if as_of is None else " AND r.event_key <= :as_of"
+        with self._lock:
+            rows = self._conn.execute(
+                f"""SELECT r.id FROM records_fts JOIN records r ON r.id = records_fts.rowid
+                    WHERE records_fts MATCH :match AND r.scope = :scope
+                      AND r.state = 'active'{date_condition}
+                    ORDER BY bm25(records_fts), r.id DESC LIMIT :limit""",
+                {"match": expression, "scope": scope, "as_of": as_of, "limit": limit},
+            ).fetchall()
+        return [row[0] for row in rows]
+
+    def tagged(self, scope: str, labels: Sequence[str], as_of: int | None, limit: int) -> list[int]:
+        if not labels:
+            return []
+        date_condition = "" if as_of is None else " AND r.event_key <= :as_of"
+        with self._lock:
+            rows = self._conn.execute(
+                f"""SELECT r.id FROM record_tags t JOIN records r ON r.id = t.record_id
+                    WHERE t.label IN (SELECT value FROM json_each(:labels))
+                      AND r.scope = :scope AND r.state = 'active'{date_condition}
+                    GROUP BY r.id ORDER BY count(*) DESC, r.id DESC LIMIT :limit""",
+                {
+                    "labels": json.dumps(list(labels)),
+                    "scope": scope,
+                    "as_of": as_of,
+                    "limit": limit,
+                },
+            ).fetchall()
+        return [row[0] for row in rows]
+
+    def nearest(self, scope: str, vector: np.ndarray, as_of: int | None, limit: int) -> list[int]:
+        index = self._vector_index()
+        if index is None:
+            return []
+        return index.search(vector, scope, as_of, limit)
+
+    def recency_keys(self, scope: str, ids: Collection[int]) -> dict[int, int]:
+        if not ids:
+            return {}
+        with self._lock:
+            rows = self._conn.execute(
+                """SELECT id, coalesce(event_key, ingested_key) FROM records
+                   WHERE id IN (SELECT value FROM json_each(?)) AND scope = ?""",
+                (json.dumps([int(i) for i in ids]), scope),
+            ).fetchall()
+        return dict(rows)
+
+    def latest_unmatched(
+        self, scope: str, exclude: Collection[int], as_of: int | None, limit: int
+    ) -> list[int]:
+        date_condition = "" if as_of is None else " AND event_key <= :as_of"
+        with self._lock:
+            rows = self._conn.execute(
+                f"""SELECT id FROM records
+                    WHERE scope = :scope AND state = 'active'{date_condition}
+                      AND id NOT IN (SELECT value FROM json_each(:exclude))
+                    ORDER BY id DESC LIMIT :limit""",
+                {
+                    "scope": scope,
+                    "as_of": as_of,
+                    "limit": limit,
+                    "exclude": json.dumps([int(i) for i in exclude]),
+                },
+            ).fetchall()
+        return [row[0] for row in rows]
+
+    # -- the in-RAM vector index --------------------------------------------------------
+    def _vector_index(self) -> ExactVectorIndex | None:
+        """Bring the RAM index up to date with the file (cheap when nothing changed)."""
+        with self._lock:
+            data_version = self._conn.execute("PRAGMA data_version").fetchone()[0]
+            if (
+                self._index is not None
+                and not self._dirty
+                and data_version == self._seen_data_version
+            ):
+                return self._index
+            encoder = self.encoder()
+            if encoder is None:
+                return None
+            if self._index is None:
+                self._index = ExactVectorIndex(encoder[1])
+            index = self._index
+            self._conn.execute("BEGIN")  # one consistent snapshot for rows and epoch
+            try:
+                epoch = self._conn.execute(
+                    "SELECT value FROM mempp_meta WHERE key = 'state_epoch'"
+                ).fetchone()[0]
+                rows = self._conn.execute(
+                    """SELECT id, scope, event_key, state = 'active', embedding FROM records
+                       WHERE id > ? ORDER BY id""",
+                    (index.max_id,),
+                ).fetchall()
+                states = None
+                if epoch != self._seen_state_epoch and len(index):
+                    states = self._conn.execute(
+                        "SELECT id, state = 'active' FROM records WHERE id <= ?", (index.max_id,)
+                    ).fetchall()
+            finally:
+                self._conn.execute("COMMIT")
+            if rows:
+                vectors = np.frombuffer(b"".join(r[4] for r in rows), dtype="<f4")
+                index.append(
+                    np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows)),
+                    vectors.reshape(len(rows), index.dim),
+                    (r[1] for r in rows),
+                    (r[2] for r in rows),
+                    (bool(r[3]) for r in rows),
+                )
+            if states is not None:
+                index.set_active((row_id, bool(active)) for row_id, active in states)
+            self._seen_state_epoch = epoch
+            self._seen_data_version = data_version
+            self._dirty = False
+            return index

