@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sqlite3
 import sys
 from collections import Counter
 from collections.abc import Sequence
@@ -81,6 +82,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     except MemppError as exc:
         _fail(str(exc))
+        return EXIT_ERROR
+    except (sqlite3.Error, OSError) as exc:  # the file system or the database said no
+        _fail(f"{type(exc).__name__}: {exc}")
         return EXIT_ERROR
     except KeyboardInterrupt:
         _fail("interrupted; every finished batch is stored, the current one is not")

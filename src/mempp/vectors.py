@@ -72,6 +72,19 @@ class ExactVectorIndex:
                 if position is not None:
                     self._active[position] = is_active
 
+    def eligible(self, ids: np.ndarray, scope: str, as_of: int | None) -> np.ndarray:
+        """Mask over ``ids``: known rows of this tenant, active, dated up to ``as_of``."""
+        code = self._scope_codes.get(scope)
+        n = self._n
+        if code is None or n == 0:
+            return np.zeros(len(ids), dtype=bool)
+        positions = np.minimum(np.searchsorted(self._ids[:n], ids), n - 1)
+        mask = (self._ids[positions] == ids) & self._active[positions]
+        mask &= self._scope[positions] == code
+        if as_of is not None:
+            mask &= self._event[positions] <= as_of
+        return mask
+
     def search(self, query: np.ndarray, scope: str, as_of: int | None, limit: int) -> list[int]:
         code = self._scope_codes.get(scope)
         if code is None or self._n == 0 or limit <= 0:

@@ -24,6 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
+from mempp.bm25 import Bm25Index
 from mempp.dates import now_key
 from mempp.errors import EncoderMismatch, StoreError
 from mempp.query import LexicalQuery
@@ -32,6 +33,10 @@ from mempp.store.migrations import Migration, newest, pending
 from mempp.vectors import ExactVectorIndex
 
 BUSY_TIMEOUT_S = 60.0
+FTS_TOKENIZE = "porter unicode61 remove_diacritics 2"
+# Below this many records FTS5 ranks an OR query in a few ms; above it, the exact in-RAM
+# replica of its bm25() (mempp.bm25) is built in the background and used once ready.
+BM25_RAM_MIN_ROWS = 20_000
 
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(
@@ -63,9 +68,8 @@ MIGRATIONS: tuple[Migration, ...] = (
                 label TEXT NOT NULL,
                 record_id INTEGER NOT NULL REFERENCES records(id),
                 PRIMARY KEY (label, record_id)) WITHOUT ROWID""",
-            """CREATE VIRTUAL TABLE records_fts USING fts5(
-                text, content='records', content_rowid='id',
-                tokenize='porter unicode61 remove_diacritics 2')""",
+            f"""CREATE VIRTUAL TABLE records_fts USING fts5(
+                text, content='records', content_rowid='id', tokenize='{FTS_TOKENIZE}')""",
             """CREATE TRIGGER records_fts_insert AFTER INSERT ON records BEGIN
                 INSERT INTO records_fts (rowid, text) VALUES (new.id, new.text);
             END""",
@@ -155,6 +159,11 @@ class SQLiteStore:
         except sqlite3.DatabaseError as exc:
             raise StoreError(f"cannot open {self.location} as a mempp database: {exc}") from None
         self._index: ExactVectorIndex | None = None
+        self.bm25_min_rows = BM25_RAM_MIN_ROWS
+        self._bm25: Bm25Index | None = None
+        self._bm25_built: Bm25Index | None = None
+        self._bm25_thread: threading.Thread | None = None
+        self._token_cache: dict[str, tuple[str, ...]] = {}
         self._seen_data_version = -1
         self._seen_state_epoch = ""
         self._dirty = True
@@ -311,7 +320,7 @@ class SQLiteStore:
         with self._lock:
             rows = self._conn.execute(
                 f"""SELECT {_RECORD_COLUMNS} FROM records
-                    WHERE id IN (SELECT value FROM json_each(?)) AND scope = ?""",
+                    WHERE id IN (SELECT value FROM json_each(?)) AND +scope = ?""",
                 (json.dumps([int(i) for i in ids]), scope),
             ).fetchall()
         return {row[0]: _row_to_record(row) for row in rows}
@@ -331,6 +340,9 @@ class SQLiteStore:
         expression = fts_match_expression(query)
         if expression is None:
             return []
+        fast = self._lexical_in_ram(scope, query, as_of, limit)
+        if fast is not None:
+            return fast
         date_condition = "" if as_of is None else " AND r.event_key <= :as_of"
         with self._lock:
             rows = self._conn.execute(
@@ -341,6 +353,26 @@ class SQLiteStore:
                 {"match": expression, "scope": scope, "as_of": as_of, "limit": limit},
             ).fetchall()
         return [row[0] for row in rows]
+
+    def _lexical_in_ram(
+        self, scope: str, query: LexicalQuery, as_of: int | None, limit: int
+    ) -> list[int] | None:
+        """The same ranking from the in-RAM bm25 replica, or None where it cannot serve."""
+        with self._lock:
+            bm25 = self._bm25_ready()
+            if bm25 is None:
+                return None
+            tokens = self._fts_tokens(query.terms)
+            if tokens is None:  # a term FTS5 reads as a multi-token phrase: leave it to FTS5
+                return None
+            index = self._index
+            assert index is not None
+        return bm25.search(
+            tokens,
+            conjunctive=query.mode == "conjunctive",
+            eligible=lambda ids: index.eligible(ids, scope, as_of),
+            limit=limit,
+        )
 
     def tagged(self, scope: str, labels: Sequence[str], as_of: int | None, limit: int) -> list[int]:
         if not labels:
@@ -373,7 +405,7 @@ class SQLiteStore:
         with self._lock:
             rows = self._conn.execute(
                 """SELECT id, coalesce(event_key, ingested_key) FROM records
-                   WHERE id IN (SELECT value FROM json_each(?)) AND scope = ?""",
+                   WHERE id IN (SELECT value FROM json_each(?)) AND +scope = ?""",
                 (json.dumps([int(i) for i in ids]), scope),
             ).fetchall()
         return dict(rows)
@@ -381,11 +413,13 @@ class SQLiteStore:
     def latest_unmatched(
         self, scope: str, exclude: Collection[int], as_of: int | None, limit: int
     ) -> list[int]:
-        date_condition = "" if as_of is None else " AND event_key <= :as_of"
+        date_condition = "" if as_of is None else " AND +event_key <= :as_of"
         with self._lock:
             rows = self._conn.execute(
+                # The unary + keeps SQLite walking ids newest-first (stopping at the limit)
+                # instead of sorting every in-scope row.
                 f"""SELECT id FROM records
-                    WHERE scope = :scope AND state = 'active'{date_condition}
+                    WHERE +scope = :scope AND +state = 'active'{date_condition}
                       AND id NOT IN (SELECT value FROM json_each(:exclude))
                     ORDER BY id DESC LIMIT :limit""",
                 {
@@ -396,6 +430,102 @@ class SQLiteStore:
                 },
             ).fetchall()
         return [row[0] for row in rows]
+
+    # -- the in-RAM bm25 replica -------------------------------------------------------
+    def _bm25_ready(self) -> Bm25Index | None:
+        """The caught-up bm25 replica; starts building it once the store is large enough."""
+        if self.location == ":memory:":
+            return None
+        index = self._vector_index()
+        if index is None:
+            return None
+        if self._bm25 is None and self._bm25_built is not None:
+            self._bm25, self._bm25_built = self._bm25_built, None
+        if self._bm25 is None:
+            if self._bm25_thread is None and len(index) >= self.bm25_min_rows:
+                self._bm25_thread = threading.Thread(
+                    target=self._build_bm25, name="mempp-bm25", daemon=True
+                )
+                self._bm25_thread.start()
+            return None
+        if self._bm25.max_id < index.max_id:
+            self._bm25_catch_up(self._bm25)
+        return self._bm25
+
+    def _build_bm25(self) -> None:
+        """Read FTS5's postings once, on a connection of its own (runs in a thread)."""
+        try:
+            conn = sqlite3.connect(self.location, timeout=BUSY_TIMEOUT_S)
+            try:
+                conn.execute(
+                    "CREATE VIRTUAL TABLE temp.mempp_postings "
+                    "USING fts5vocab(main, records_fts, instance)"
+                )
+                conn.execute("BEGIN")  # one snapshot for postings and row counts
+                max_id, rows = conn.execute(
+                    "SELECT coalesce(max(id), 0), count(*) FROM records"
+                ).fetchone()
+                grouped = conn.execute(
+                    "SELECT term, group_concat(doc) FROM temp.mempp_postings GROUP BY term"
+                ).fetchall()
+                conn.execute("COMMIT")
+            finally:
+                conn.close()
+            bm25 = Bm25Index()
+            bm25.add_postings(_postings_from_groups(grouped), rows, max_id)
+        except sqlite3.Error:
+            return  # stay on FTS5, which is always correct
+        with self._lock:
+            self._bm25_built = bm25
+
+    def _bm25_catch_up(self, bm25: Bm25Index) -> None:
+        """Tokenise rows added since the replica was built, with FTS5's own tokenizer."""
+        rows = self._conn.execute(
+            "SELECT id, text FROM records WHERE id > ? ORDER BY id", (bm25.max_id,)
+        ).fetchall()
+        if not rows:
+            return
+        self._ensure_tokenizer()
+        self._conn.executemany("INSERT INTO temp.mempp_tok (rowid, text) VALUES (?, ?)", rows)
+        grouped = self._conn.execute(
+            "SELECT term, group_concat(doc) FROM temp.mempp_tok_postings GROUP BY term"
+        ).fetchall()
+        self._conn.execute("INSERT INTO temp.mempp_tok (mempp_tok) VALUES ('delete-all')")
+        bm25.add_postings(_postings_from_groups(grouped), len(rows), rows[-1][0])
+
+    def _ensure_tokenizer(self) -> None:
+        self._conn.execute(
+            "CREATE VIRTUAL TABLE IF NOT EXISTS temp.mempp_tok USING fts5("
+            f"text, content='', tokenize='{FTS_TOKENIZE}')"
+        )
+        self._conn.execute(
+            "CREATE VIRTUAL TABLE IF NOT EXISTS temp.mempp_tok_postings "
+            "USING fts5vocab(temp, mempp_tok, instance)"
+        )
+
+    def _fts_tokens(self, terms: Sequence[str]) -> tuple[str, ...] | None:
+        """FTS5's token for each query term, or None if some term is not exactly one token."""
+        missing = [t for t in terms if t not in self._token_cache]
+        if missing:
+            self._ensure_tokenizer()
+            self._conn.executemany(
+                "INSERT INTO temp.mempp_tok (rowid, text) VALUES (?, ?)",
+                list(enumerate(missing, start=1)),
+            )
+            found: dict[int, list[str]] = {}
+            for term, doc in self._conn.execute(
+                "SELECT term, doc FROM temp.mempp_tok_postings ORDER BY doc, offset"
+            ):
+                found.setdefault(doc, []).append(term)
+            self._conn.execute("INSERT INTO temp.mempp_tok (mempp_tok) VALUES ('delete-all')")
+            if len(self._token_cache) > 50_000:
+                self._token_cache.clear()
+            for number, term in enumerate(missing, start=1):
+                self._token_cache[term] = tuple(found.get(number, ()))
+        tokens = [self._token_cache[t] for t in terms]
+        if any(len(t) != 1 for t in tokens):
+            return None
+        return tuple(t[0] for t in tokens)
 
     # -- the in-RAM vector index --------------------------------------------------------
     def _vector_index(self) -> ExactVectorIndex | None:
@@ -446,3 +576,15 @@ class SQLiteStore:
             self._seen_data_version = data_version
             self._dirty = False
             return index
+
+
+def _postings_from_groups(
+    grouped: list[tuple[str, str]],
+) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """``(term, "id,id,id...")`` rows, one id per token occurrence, into ids and frequencies."""
+    postings = {}
+    for term, joined in grouped:
+        occurrences = np.array(joined.split(","), dtype=np.int64)
+        ids, counts = np.unique(occurrences, return_counts=True)
+        postings[term] = (ids, counts.astype(np.float64))
+    return postings

@@ -1,0 +1,99 @@
+"""The in-RAM bm25 replica ranks exactly as SQLite FTS5's ``bm25()`` does."""
+
+from __future__ import annotations
+
+import random
+import time
+
+import pytest
+
+from mempp import Memory, Settings
+from mempp.query import lexical_query
+
+from conftest import KeywordEmbedder
+
+WORDS = (
+    "budget plan launch pricing team decision meeting ticket release customer churn renewal "
+    "contract annual monthly seat invoice webhook retry outage incident review approve reject "
+    "quarter roadmap hiring vendor security audit policy the and of to running runs ran café "
+    "naïve résumé 2024 v2 BILL-142 Q3"
+).split()
+
+
+def _wait_for_replica(memory: Memory) -> None:
+    store = memory.store
+    deadline = time.time() + 30
+    while store._bm25 is None:  # the first call starts the build; later calls adopt it
+        store._lexical_in_ram("default", lexical_query("budget", memory.settings), None, 5)
+        if store._bm25 is not None:
+            return
+        assert time.time() < deadline, "bm25 replica was never built"
+        time.sleep(0.05)
+
+
+def _sql_ranking(memory: Memory, query, as_of, limit) -> list[int]:
+    store = memory.store
+    saved, store._bm25 = store._bm25, None
+    saved_min, store.bm25_min_rows = store.bm25_min_rows, 10**9
+    try:
+        return store.lexical(memory.scope, query, as_of, limit)
+    finally:
+        store._bm25, store.bm25_min_rows = saved, saved_min
+
+
+@pytest.mark.parametrize("mode", ["disjunctive", "conjunctive"])
+def test_replica_equals_fts5_on_random_corpus(db_path, mode) -> None:
+    rng = random.Random(7)
+    with Memory(db_path, embedder=KeywordEmbedder(["budget", "plan"])) as memory:
+        docs = []
+        for i in range(600):
+            text = " ".join(rng.choice(WORDS) for _ in range(rng.randint(1, 40)))
+            if i % 50 == 0:
+                text = "!!! ..."  # a row with no tokens still counts in N
+            date = None if i % 7 == 0 else f"2024-{1 + i % 12:02d}-{1 + i % 28:02d}"
+            docs.append({"text": text, "date": date, "author": f"a{i % 5}"})
+        memory.add_many(docs)
+        memory.store.bm25_min_rows = 0
+        _wait_for_replica(memory)
+        memory.add_many([{"text": f"budget plan late addition {i}"} for i in range(20)])
+        archived = [3, 4, 5]
+        memory.store.set_state(memory.scope, archived, "archived", None)
+        settings = Settings(lexical_mode=mode)
+        checked = 0
+        for trial in range(60):
+            question = " ".join(rng.choice(WORDS) for _ in range(rng.randint(1, 6)))
+            query = lexical_query(question, settings)
+            if not query.terms:
+                continue
+            as_of = None if trial % 3 else 1717200000 * 1_000_000
+            limit = rng.choice([1, 5, 50, 200])
+            fast = memory.store._lexical_in_ram(memory.scope, query, as_of, limit)
+            assert fast is not None, query
+            assert fast == _sql_ranking(memory, query, as_of, limit), (question, as_of, limit)
+            assert not set(fast) & set(archived)
+            checked += 1
+        assert checked > 40
+        newest = memory.store._conn.execute("SELECT max(id) FROM records").fetchone()[0]
+        assert memory.store._bm25.max_id == newest  # caught up with the late additions
+
+
+def test_replica_is_not_used_for_multi_token_terms(db_path) -> None:
+    with Memory(db_path, embedder=KeywordEmbedder([])) as memory:
+        memory.add_many([f"row {i} budget" for i in range(30)])
+        memory.store.bm25_min_rows = 0
+        _wait_for_replica(memory)
+        from mempp.query import LexicalQuery
+
+        assert (
+            memory.store._lexical_in_ram(
+                "default", LexicalQuery(("budget",), "disjunctive"), None, 5
+            )
+            is not None
+        )
+        # "don't" is one term to the caller but two tokens to FTS5: only FTS5 can rank it.
+        assert (
+            memory.store._lexical_in_ram(
+                "default", LexicalQuery(("don't",), "disjunctive"), None, 5
+            )
+            is None
+        )
