@@ -1,4 +1,4 @@
-"""The ``mempp`` command: add, ingest, search and evidence over a store.
+"""The ``mempp`` command: add, ingest, search, evidence and ask over a store.
 
 Exit codes: 0 success, 1 operational error (store cannot be opened, ...), 2 bad input
 (bad date, bad option; nothing is stored), 3 ingest finished but some items failed.
@@ -66,6 +66,22 @@ def build_parser() -> argparse.ArgumentParser:
         if name == "evidence":
             sub.add_argument("--budget", type=int, default=None, help="max characters")
             sub.add_argument("--style", choices=("headers", "paper"), default="headers")
+
+    ask = commands.add_parser("ask", help="answer a question from memory with an LLM")
+    ask.add_argument("question")
+    ask.add_argument("--as-of", help="answer as of this ISO 8601 date")
+    ask.add_argument("-k", type=int, default=50, help="rows of evidence to retrieve (default 50)")
+    ask.add_argument(
+        "--budget", type=int, default=40_000, help="max characters of evidence (default 40000)"
+    )
+    ask.add_argument(
+        "--llm-base-url",
+        default=None,
+        help="OpenAI-compatible API root, e.g. http://localhost:11434/v1 "
+        "(default: $MEMPP_LLM_BASE_URL)",
+    )
+    ask.add_argument("--model", default=None, help="model name (default: $MEMPP_LLM_MODEL)")
+    ask.add_argument("--json", action="store_true", help="print {answer, citations, evidence}")
     return parser
 
 
@@ -108,6 +124,14 @@ def _dispatch(args: argparse.Namespace) -> int:
         parse_as_of(args.as_of)
     if getattr(args, "k", None) is not None and args.k < 1:
         raise InvalidInput("-k must be >= 1")
+    llm = None
+    if args.command == "ask":
+        from mempp.llm import LLMClient
+
+        if args.budget < 1:
+            raise InvalidInput("--budget must be >= 1")
+        # Built before the store is opened, so a missing endpoint fails fast and cleanly.
+        llm = LLMClient.from_env(base_url=args.llm_base_url, model=args.model)
     text = None
     if args.command == "add":
         text = sys.stdin.read() if args.text == "-" else args.text
@@ -119,6 +143,9 @@ def _dispatch(args: argparse.Namespace) -> int:
             return _ingest(memory, args)
         if args.command == "search":
             return _search(memory, args)
+        if args.command == "ask":
+            with llm:
+                return _ask(memory, args, llm)
         return _evidence(memory, args)
 
 
@@ -226,6 +253,24 @@ def _evidence(memory, args: argparse.Namespace) -> int:  # type: ignore[no-untyp
         _print_json(evidence.to_dict())
     else:
         print(evidence.text)
+    return EXIT_OK
+
+
+def _ask(memory, args: argparse.Namespace, llm) -> int:  # type: ignore[no-untyped-def]
+    from mempp.answer import ask
+
+    answer = ask(memory, args.question, as_of=args.as_of, k=args.k, llm=llm, budget=args.budget)
+    if args.json:
+        _print_json(answer.to_dict())
+        return EXIT_OK
+    print(answer.answer)
+    if answer.citations:
+        cited = []
+        for record_id in answer.citations:
+            record = memory.get(record_id)
+            who = f", {record.author}" if record.author else ""
+            cited.append(f"#{record_id} ({record.day or 'undated'}{who})")
+        print("\ncited: " + "; ".join(cited))
     return EXIT_OK
 
 

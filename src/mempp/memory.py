@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import date, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -25,6 +25,10 @@ from mempp.records import AddResult, Document, Hit, Record
 from mempp.retrieval import LegLists, fuse_and_select, run_legs, to_hits
 from mempp.settings import Settings, preset
 from mempp.store import Store, open_store
+
+if TYPE_CHECKING:  # the LLM modules load only when ask() runs
+    from mempp.answer import Answer
+    from mempp.llm import LLMClient
 
 DateLike = str | date | datetime | None
 DocumentLike = Document | Mapping[str, Any] | str
@@ -192,6 +196,24 @@ class Memory:
         """Search, then render the hits as a dated, attributed evidence block."""
         hits = self.search(query, as_of=as_of, k=k, settings=settings)
         return render_evidence(hits, budget=budget, style=style)
+
+    def ask(
+        self,
+        question: str,
+        *,
+        as_of: DateLike = None,
+        k: int = 50,
+        llm: LLMClient | None = None,
+        budget: int = 40_000,
+    ) -> Answer:
+        """Answer from this memory's evidence with a language model, citing record ids.
+
+        See :func:`mempp.answer.ask`. ``llm`` defaults to ``LLMClient.from_env()``; with no
+        evidence the answer is ``"not in memory"`` and no model is called.
+        """
+        from mempp.answer import ask
+
+        return ask(self, question, as_of=as_of, k=k, llm=llm, budget=budget)
 
     def get(self, record_id: int) -> Record:
         """The record with this id (any state). Raises ``RecordNotFound``."""

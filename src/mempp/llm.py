@@ -1,0 +1,806 @@
+"""One small client for any OpenAI-compatible chat-completions endpoint.
+
+The same code talks to OpenAI, vLLM, Ollama and the llama.cpp server: they all accept
+``POST {base_url}/chat/completions`` with ``{"model", "messages", ...}`` and answer with
+``choices[0].message.content``. Nothing else in mempp imports this module at import time, so the
+read and write paths never depend on an HTTP library or on an endpoint being configured.
+
+URL rule: ``base_url`` is the API root *including* its version prefix, exactly as the OpenAI
+SDKs expect (``https://api.openai.com/v1``, ``http://localhost:8000/v1`` for vLLM,
+``http://localhost:11434/v1`` for Ollama, ``http://localhost:8080/v1`` for llama.cpp). The client
+appends ``/chat/completions``. A base URL that already ends in ``/chat/completions`` is used as
+given.
+
+What the client adds over a bare POST, and why:
+
+* retries with exponential backoff and jitter on 429, 5xx, timeouts and connection errors,
+  honouring ``Retry-After`` (rate limits are routine in benchmark runs); other 4xx fail at once
+  because repeating a bad request cannot fix it;
+* :meth:`LLMClient.chat_json`, a strict reader of JSON replies with a small caller-given schema,
+  raising :class:`LLMReplyError` on malformed or truncated JSON instead of guessing;
+* a bounded number of requests in flight, and :meth:`LLMClient.map` to fan work out over threads;
+* an opt-in on-disk SQLite cache keyed by (endpoint, model, messages, parameters), so re-judging a
+  benchmark run costs nothing and gives the same replies.
+
+httpx is used when installed (``pip install 'mempp[llm]'``); otherwise the standard library's
+urllib does the same job, a little less efficiently (no connection reuse).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import random
+import re
+import sqlite3
+import threading
+import time
+import types
+import typing
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field, fields, replace
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
+from pathlib import Path
+from typing import Any, Literal, TypeVar
+
+from mempp.errors import InvalidInput, MemppError
+
+__all__ = [
+    "ENV_API_KEY",
+    "ENV_BASE_URL",
+    "ENV_MODEL",
+    "LLMCache",
+    "LLMClient",
+    "LLMConfig",
+    "LLMError",
+    "LLMReplyError",
+    "LLMUnavailable",
+    "LLMUsage",
+    "Message",
+    "map_concurrent",
+    "parse_json_reply",
+    "strip_reasoning",
+]
+
+ENV_BASE_URL = "MEMPP_LLM_BASE_URL"
+ENV_MODEL = "MEMPP_LLM_MODEL"
+ENV_API_KEY = "MEMPP_LLM_API_KEY"
+ENV_TIMEOUT = "MEMPP_LLM_TIMEOUT"
+ENV_CACHE = "MEMPP_LLM_CACHE"
+ENV_JSON_MODE = "MEMPP_LLM_JSON_MODE"
+INSTALL_HINT = "pip install 'mempp[llm]'"
+
+Message = Mapping[str, Any]
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+# -- errors ---------------------------------------------------------------------------------
+class LLMError(MemppError):
+    """A chat call failed. ``status`` is the HTTP status when the endpoint answered."""
+
+    def __init__(self, message: str, *, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class LLMUnavailable(LLMError):
+    """No usable endpoint: not configured, unreachable, or still failing after every retry."""
+
+
+class LLMReplyError(LLMError):
+    """The endpoint answered, but the reply cannot be used (no text, malformed or partial JSON,
+    missing keys, wrong types). ``reply`` holds the raw text for the record."""
+
+    def __init__(self, message: str, *, reply: str | None = None) -> None:
+        super().__init__(message)
+        self.reply = reply
+
+
+# -- configuration --------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class LLMConfig:
+    """Where and how to call the model. Build from the environment with :meth:`from_env`.
+
+    ``json_mode`` sends ``response_format={"type": "json_object"}`` for JSON calls; turn it off
+    for servers that reject that field (the reply is still parsed strictly).
+    """
+
+    base_url: str | None = None
+    model: str | None = None
+    api_key: str | None = field(default=None, repr=False)  # never printed
+    timeout: float = 60.0
+    max_retries: int = 4
+    backoff_base: float = 1.0
+    backoff_max: float = 30.0
+    max_retry_after: float = 120.0
+    max_concurrency: int = 4
+    json_mode: bool = True
+    cache_path: str | os.PathLike[str] | None = None
+    headers: Mapping[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> LLMConfig:
+        """Read ``MEMPP_LLM_*`` variables; keyword overrides win, and ``None`` overrides are
+        ignored so a CLI can pass its optional flags straight through."""
+        env = os.environ if env is None else env
+        values: dict[str, Any] = {}
+        if env.get(ENV_BASE_URL):
+            values["base_url"] = env[ENV_BASE_URL]
+        if env.get(ENV_MODEL):
+            values["model"] = env[ENV_MODEL]
+        if env.get(ENV_API_KEY):
+            values["api_key"] = env[ENV_API_KEY]
+        if env.get(ENV_CACHE):
+            values["cache_path"] = env[ENV_CACHE]
+        if env.get(ENV_TIMEOUT):
+            try:
+                values["timeout"] = float(env[ENV_TIMEOUT])
+            except ValueError:
+                raise InvalidInput(f"{ENV_TIMEOUT} must be a number of seconds") from None
+        if env.get(ENV_JSON_MODE):
+            values["json_mode"] = env[ENV_JSON_MODE].strip().lower() not in ("0", "false", "no")
+        return cls(**values).with_overrides(**overrides)
+
+    def with_overrides(self, **overrides: Any) -> LLMConfig:
+        """A copy with the non-``None`` overrides applied."""
+        unknown = set(overrides) - {f.name for f in fields(self)}
+        if unknown:
+            raise InvalidInput(f"unknown LLMConfig field(s): {', '.join(sorted(unknown))}")
+        return replace(self, **{k: v for k, v in overrides.items() if v is not None})
+
+    def endpoint(self) -> str:
+        """The chat-completions URL (see the module docstring for the joining rule)."""
+        if not self.base_url:
+            raise LLMUnavailable(
+                f"no LLM endpoint configured: set {ENV_BASE_URL} "
+                "(e.g. https://api.openai.com/v1 or http://localhost:11434/v1) or pass base_url"
+            )
+        base = self.base_url.strip().rstrip("/")
+        if not re.match(r"^https?://", base):
+            raise InvalidInput(f"LLM base URL must start with http:// or https://, got {base!r}")
+        if base.endswith("/chat/completions"):
+            return base
+        return base + "/chat/completions"
+
+    def validate(self) -> None:
+        self.endpoint()
+        if not self.model:
+            raise LLMUnavailable(f"no model configured: set {ENV_MODEL} or pass model")
+        if self.timeout <= 0:
+            raise InvalidInput("timeout must be > 0 seconds")
+        if self.max_retries < 0:
+            raise InvalidInput("max_retries must be >= 0")
+        if self.max_concurrency < 1:
+            raise InvalidInput("max_concurrency must be >= 1")
+
+
+@dataclass(slots=True)
+class LLMUsage:
+    """Counters for one client (thread-safe updates happen inside the client)."""
+
+    requests: int = 0
+    retries: int = 0
+    cache_hits: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+    def to_dict(self) -> dict[str, int]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+# -- transports -----------------------------------------------------------------------------
+class _TransportFailure(Exception):
+    """The request did not get an HTTP answer (refused, reset, timed out)."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Response:
+    status: int
+    headers: dict[str, str]  # lower-cased names
+    body: bytes
+
+
+class _HttpxTransport:
+    def __init__(self, timeout: float) -> None:
+        try:
+            import httpx
+        except ImportError:  # pragma: no cover - exercised only without httpx
+            raise LLMUnavailable(
+                f"httpx is not installed: {INSTALL_HINT} (or use transport='urllib')"
+            ) from None
+        self._httpx = httpx
+        # Connecting should fail fast even when a long generation is allowed.
+        self._client = httpx.Client(timeout=httpx.Timeout(timeout, connect=min(timeout, 10.0)))
+
+    def post(self, url: str, headers: Mapping[str, str], body: bytes) -> _Response:
+        try:
+            response = self._client.post(url, headers=dict(headers), content=body)
+        except self._httpx.TimeoutException as exc:
+            raise _TransportFailure(f"timed out ({type(exc).__name__})") from exc
+        except self._httpx.TransportError as exc:
+            raise _TransportFailure(f"{type(exc).__name__}: {exc}") from exc
+        lowered = {k.lower(): v for k, v in response.headers.items()}
+        return _Response(response.status_code, lowered, response.content)
+
+    def close(self) -> None:
+        self._client.close()
+
+
+class _UrllibTransport:
+    def __init__(self, timeout: float) -> None:
+        self._timeout = timeout
+
+    def post(self, url: str, headers: Mapping[str, str], body: bytes) -> _Response:
+        request = urllib.request.Request(url, data=body, headers=dict(headers), method="POST")
+        try:
+            with urllib.request.urlopen(request, timeout=self._timeout) as response:
+                lowered = {k.lower(): v for k, v in response.headers.items()}
+                return _Response(response.status, lowered, response.read())
+        except urllib.error.HTTPError as exc:  # an HTTP answer, just not 2xx
+            lowered = {k.lower(): v for k, v in (exc.headers or {}).items()}
+            return _Response(exc.code, lowered, exc.read() or b"")
+        except (urllib.error.URLError, TimeoutError, OSError) as exc:
+            raise _TransportFailure(f"{type(exc).__name__}: {exc}") from exc
+
+    def close(self) -> None:
+        pass
+
+
+def _make_transport(kind: str, timeout: float) -> _HttpxTransport | _UrllibTransport:
+    if kind == "httpx":
+        return _HttpxTransport(timeout)
+    if kind == "urllib":
+        return _UrllibTransport(timeout)
+    if kind == "auto":
+        try:
+            import httpx  # noqa: F401
+        except ImportError:
+            return _UrllibTransport(timeout)
+        return _HttpxTransport(timeout)
+    raise InvalidInput(f"transport must be 'auto', 'httpx' or 'urllib', got {kind!r}")
+
+
+# -- cache ----------------------------------------------------------------------------------
+class LLMCache:
+    """Replies on disk in one SQLite file, keyed by a hash of the full request.
+
+    Only successful replies are stored. A reply the caller found unusable is evicted
+    (:meth:`discard`), so a retry or a rerun asks the model again instead of replaying it.
+    """
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()
+        self._db = sqlite3.connect(self.path, timeout=30.0, check_same_thread=False)
+        with self._lock, self._db:
+            # WAL lets several benchmark processes share one cache file.
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute(
+                "CREATE TABLE IF NOT EXISTS calls ("
+                " key TEXT PRIMARY KEY, created TEXT NOT NULL, model TEXT,"
+                " request TEXT NOT NULL, reply TEXT NOT NULL)"
+            )
+
+    @staticmethod
+    def key(endpoint: str, payload: Mapping[str, Any], tag: str | None = None) -> str:
+        """Hash of endpoint, model, messages and every sampling parameter (never the API key)."""
+        material = {"endpoint": endpoint, "payload": payload, "tag": tag}
+        blob = json.dumps(material, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+        return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+
+    def get(self, key: str) -> str | None:
+        with self._lock:
+            row = self._db.execute("SELECT reply FROM calls WHERE key = ?", (key,)).fetchone()
+        return None if row is None else str(row[0])
+
+    def put(self, key: str, payload: Mapping[str, Any], reply: str) -> None:
+        request = json.dumps(payload, sort_keys=True, ensure_ascii=False)
+        now = datetime.now(UTC).isoformat(timespec="seconds")
+        with self._lock, self._db:
+            self._db.execute(
+                "INSERT OR REPLACE INTO calls (key, created, model, request, reply)"
+                " VALUES (?, ?, ?, ?, ?)",
+                (key, now, payload.get("model"), request, reply),
+            )
+
+    def discard(self, key: str) -> None:
+        with self._lock, self._db:
+            self._db.execute("DELETE FROM calls WHERE key = ?", (key,))
+
+    def __len__(self) -> int:
+        with self._lock:
+            return int(self._db.execute("SELECT COUNT(*) FROM calls").fetchone()[0])
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+
+# -- JSON replies ---------------------------------------------------------------------------
+_FENCE = re.compile(r"```[ \t]*(?:json|JSON)?[ \t]*\n?(.*?)(?:```|\Z)", re.DOTALL)
+_THINK = re.compile(r"^\s*<think>.*?</think>", re.DOTALL)
+
+SchemaSpec = Any  # a type, a union of types, or list[...] / dict[str, ...] of those
+
+
+def strip_reasoning(text: str) -> str:
+    """Drop a leading ``<think>...</think>`` block that reasoning models served through
+    Ollama, vLLM or llama.cpp put in the content, and surrounding whitespace."""
+    return _THINK.sub("", text, count=1).strip()
+
+
+def parse_json_reply(
+    text: str,
+    schema: Mapping[str, SchemaSpec] | None = None,
+    *,
+    check: Callable[[dict[str, Any]], None] | None = None,
+) -> dict[str, Any]:
+    """Read one JSON object out of a model reply, strictly.
+
+    Accepted wrappers: a reasoning block, a Markdown code fence, prose before the object, text
+    after it. The object itself must be complete and valid JSON: a truncated or malformed one
+    raises :class:`LLMReplyError` rather than being patched up. ``schema`` maps each required key
+    to its type (``str``, ``int``, ``float``, ``bool``, ``list[int]``, ``dict[str, float]``,
+    ``int | str``...). ``check`` may raise ``ValueError`` for rules a schema cannot express.
+    """
+    if not isinstance(text, str):
+        raise LLMReplyError("reply is not text", reply=None)
+    body = strip_reasoning(text)
+    fenced = _FENCE.search(body)
+    if fenced:
+        body = fenced.group(1).strip()
+    start = body.find("{")
+    if start < 0:
+        raise LLMReplyError(f"reply holds no JSON object: {_snippet(text)}", reply=text)
+    try:
+        # raw_decode reads exactly one value and tolerates trailing text; taking the span from
+        # the first "{" to the last "}" instead would accept two glued objects or a half one.
+        value, _ = json.JSONDecoder().raw_decode(body, start)
+    except json.JSONDecodeError as exc:
+        # Input ending mid-value means the reply was cut (often max_tokens), not mangled.
+        truncated = exc.pos >= len(body.rstrip()) or exc.msg.startswith("Unterminated string")
+        kind = "partial (truncated)" if truncated else "malformed"
+        raise LLMReplyError(
+            f"{kind} JSON in reply: {exc.msg}: {_snippet(text)}", reply=text
+        ) from None
+    if not isinstance(value, dict):
+        raise LLMReplyError("reply JSON is not an object", reply=text)
+    problems: list[str] = []
+    for key, spec in (schema or {}).items():
+        if key not in value:
+            problems.append(f"missing key {key!r}")
+        elif not _matches(value[key], spec):
+            problems.append(f"key {key!r} should be {_spec_name(spec)}, got {value[key]!r:.80}")
+    if problems:
+        raise LLMReplyError("reply JSON does not fit: " + "; ".join(problems), reply=text)
+    if check is not None:
+        try:
+            check(value)
+        except ValueError as exc:
+            raise LLMReplyError(f"reply JSON does not fit: {exc}", reply=text) from None
+    return value
+
+
+def _matches(value: Any, spec: SchemaSpec) -> bool:
+    if spec is Any or spec is object:
+        return True
+    origin: Any = typing.get_origin(spec)
+    if origin in (typing.Union, types.UnionType):
+        return any(_matches(value, arg) for arg in typing.get_args(spec))
+    if origin is list:
+        (item,) = typing.get_args(spec) or (Any,)
+        return isinstance(value, list) and all(_matches(v, item) for v in value)
+    if origin is dict:
+        key_spec, val_spec = typing.get_args(spec) or (Any, Any)
+        return isinstance(value, dict) and all(
+            _matches(k, key_spec) and _matches(v, val_spec) for k, v in value.items()
+        )
+    if spec is type(None) or spec is None:
+        return value is None
+    if spec is float:  # JSON does not tell 1 from 1.0
+        return isinstance(value, int | float) and not isinstance(value, bool)
+    if spec is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if isinstance(spec, type):
+        return isinstance(value, spec)
+    raise InvalidInput(f"unsupported schema type {spec!r}")
+
+
+def _spec_name(spec: SchemaSpec) -> str:
+    return getattr(spec, "__name__", None) or str(spec)
+
+
+def _snippet(text: str, width: int = 160) -> str:
+    flat = " ".join(str(text).split())
+    return repr(flat if len(flat) <= width else flat[: width - 3] + "...")
+
+
+# -- concurrency ----------------------------------------------------------------------------
+def map_concurrent(
+    fn: Callable[[T], R],
+    items: Iterable[T],
+    *,
+    max_workers: int,
+    return_exceptions: bool = False,
+) -> list[R | BaseException]:
+    """``[fn(x) for x in items]`` on at most ``max_workers`` threads, results in input order.
+
+    By default the first exception cancels the calls not yet started and is raised. With
+    ``return_exceptions=True`` each failed item yields its exception instead, so one bad
+    question does not end a benchmark run.
+    """
+    if max_workers < 1:
+        raise InvalidInput("max_workers must be >= 1")
+    work = list(items)
+    if not work:
+        return []
+    with ThreadPoolExecutor(max_workers=min(max_workers, len(work))) as pool:
+        futures: list[Future[R]] = [pool.submit(fn, item) for item in work]
+        if not return_exceptions:
+            done, _ = wait(futures, return_when=FIRST_EXCEPTION)
+            failed = next((f for f in futures if f in done and f.exception() is not None), None)
+            if failed is not None:
+                for future in futures:
+                    future.cancel()
+                raise failed.exception()  # type: ignore[misc]
+        results: list[R | BaseException] = []
+        for future in futures:
+            error = future.exception()
+            results.append(error if error is not None else future.result())
+        return results
+
+
+# -- the client -----------------------------------------------------------------------------
+class LLMClient:
+    """A chat-completions client with retries, a concurrency bound and an optional cache.
+
+    ``LLMClient.from_env(model="gpt-4o-mini")`` reads the ``MEMPP_LLM_*`` variables; or pass an
+    :class:`LLMConfig`. Thread-safe: one client may serve a whole thread pool. ``sleep`` and
+    ``rng`` exist so tests can observe backoff without waiting.
+    """
+
+    def __init__(
+        self,
+        config: LLMConfig | None = None,
+        *,
+        transport: Literal["auto", "httpx", "urllib"] = "auto",
+        sleep: Callable[[float], None] = time.sleep,
+        rng: random.Random | None = None,
+        **overrides: Any,
+    ) -> None:
+        base = config if config is not None else LLMConfig()
+        self.config = base.with_overrides(**overrides)
+        self.config.validate()
+        self.endpoint = self.config.endpoint()
+        self._transport = _make_transport(transport, self.config.timeout)
+        self.cache = LLMCache(self.config.cache_path) if self.config.cache_path else None
+        self.usage = LLMUsage()
+        self._sleep = sleep
+        self._rng = rng or random.Random()
+        self._lock = threading.Lock()
+        # Bounds requests in flight even when callers bring their own threads.
+        self._slots = threading.BoundedSemaphore(self.config.max_concurrency)
+
+    @classmethod
+    def from_env(
+        cls,
+        env: Mapping[str, str] | None = None,
+        *,
+        transport: Literal["auto", "httpx", "urllib"] = "auto",
+        **overrides: Any,
+    ) -> LLMClient:
+        return cls(LLMConfig.from_env(env, **overrides), transport=transport)
+
+    @property
+    def model(self) -> str:
+        return str(self.config.model)
+
+    def close(self) -> None:
+        self._transport.close()
+        if self.cache is not None:
+            self.cache.close()
+
+    def __enter__(self) -> LLMClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"LLMClient(endpoint={self.endpoint!r}, model={self.config.model!r})"
+
+    # -- calls ------------------------------------------------------------------------------
+    def chat(
+        self,
+        messages: Sequence[Message],
+        *,
+        temperature: float | None = 0.0,
+        max_tokens: int | None = 1024,
+        json_mode: bool = False,
+        response_format: Mapping[str, Any] | None = None,
+        extra: Mapping[str, Any] | None = None,
+        cache_tag: str | None = None,
+    ) -> str:
+        """Send one chat request and return the reply text.
+
+        ``temperature``/``max_tokens`` set to ``None`` are left out of the request (some
+        reasoning models reject them). ``json_mode`` asks for a JSON object when the config
+        allows it; ``response_format`` sets the field verbatim. ``extra`` adds body fields
+        (``seed``, ``top_p``, ...). ``cache_tag`` separates otherwise identical calls in the
+        cache, e.g. the three runs of a judge.
+        """
+        text, _ = self._complete(
+            messages,
+            temperature=temperature,
+            max_tokens=max_tokens,
+            json_mode=json_mode,
+            response_format=response_format,
+            extra=extra,
+            cache_tag=cache_tag,
+        )
+        return text
+
+    def chat_json(
+        self,
+        messages: Sequence[Message],
+        *,
+        schema: Mapping[str, SchemaSpec] | None = None,
+        check: Callable[[dict[str, Any]], None] | None = None,
+        reply_retries: int = 0,
+        temperature: float | None = 0.0,
+        max_tokens: int | None = 1024,
+        extra: Mapping[str, Any] | None = None,
+        cache_tag: str | None = None,
+    ) -> dict[str, Any]:
+        """Like :meth:`chat`, but the reply must be a JSON object fitting ``schema``.
+
+        With ``reply_retries`` > 0, an unusable reply is answered once more with a short note
+        saying what was wrong, and the model tries again; after the last try the
+        :class:`LLMReplyError` is raised. Unusable replies never stay in the cache.
+        """
+        conversation = list(messages)
+        attempt = 0
+        while True:
+            text: str | None = None
+            try:
+                text, key = self._complete(
+                    conversation,
+                    temperature=temperature,
+                    max_tokens=max_tokens,
+                    json_mode=True,
+                    response_format=None,
+                    extra=extra,
+                    cache_tag=cache_tag,
+                )
+                try:
+                    return parse_json_reply(text, schema, check=check)
+                except LLMReplyError:
+                    if self.cache is not None and key is not None:
+                        self.cache.discard(key)
+                    raise
+            except LLMReplyError as exc:
+                if attempt >= reply_retries:
+                    raise
+                attempt += 1
+                if text is None:  # no text at all: simply ask again
+                    conversation = list(messages)
+                    continue
+                # Showing the model its own reply and the fault fixes most slips (a missing
+                # key, prose around the object) where a blind repeat at temperature 0 would not.
+                conversation = [
+                    *messages,
+                    {"role": "assistant", "content": text},
+                    {
+                        "role": "user",
+                        "content": f"That reply could not be used ({exc}). Reply again with "
+                        "only the JSON object, complete and valid, with every required key.",
+                    },
+                ]
+
+    def map(
+        self,
+        fn: Callable[[T], R],
+        items: Iterable[T],
+        *,
+        max_workers: int | None = None,
+        return_exceptions: bool = False,
+    ) -> list[R | BaseException]:
+        """:func:`map_concurrent` with the client's concurrency bound as the default width."""
+        width = max_workers or self.config.max_concurrency
+        return map_concurrent(fn, items, max_workers=width, return_exceptions=return_exceptions)
+
+    # -- internals --------------------------------------------------------------------------
+    def _payload(
+        self,
+        messages: Sequence[Message],
+        temperature: float | None,
+        max_tokens: int | None,
+        json_mode: bool,
+        response_format: Mapping[str, Any] | None,
+        extra: Mapping[str, Any] | None,
+    ) -> dict[str, Any]:
+        clean: list[dict[str, Any]] = []
+        for message in messages:
+            if not isinstance(message, Mapping) or "role" not in message:
+                raise InvalidInput("each message must be a mapping with 'role' and 'content'")
+            clean.append(dict(message))
+        if not clean:
+            raise InvalidInput("messages is empty")
+        payload: dict[str, Any] = {"model": self.config.model, "messages": clean}
+        if temperature is not None:
+            payload["temperature"] = temperature
+        if max_tokens is not None:
+            payload["max_tokens"] = max_tokens
+        if response_format is not None:
+            payload["response_format"] = dict(response_format)
+        elif json_mode and self.config.json_mode:
+            payload["response_format"] = {"type": "json_object"}
+        if extra:
+            payload.update(extra)
+        return payload
+
+    def _complete(
+        self,
+        messages: Sequence[Message],
+        *,
+        temperature: float | None,
+        max_tokens: int | None,
+        json_mode: bool,
+        response_format: Mapping[str, Any] | None,
+        extra: Mapping[str, Any] | None,
+        cache_tag: str | None,
+    ) -> tuple[str, str | None]:
+        payload = self._payload(
+            messages, temperature, max_tokens, json_mode, response_format, extra
+        )
+        key = None
+        if self.cache is not None:
+            key = LLMCache.key(self.endpoint, payload, cache_tag)
+            cached = self.cache.get(key)
+            if cached is not None:
+                with self._lock:
+                    self.usage.cache_hits += 1
+                return cached, key
+        text = self._post_with_retries(payload)
+        if self.cache is not None and key is not None:
+            self.cache.put(key, payload, text)
+        return text, key
+
+    def _headers(self) -> dict[str, str]:
+        headers = {"Content-Type": "application/json", "Accept": "application/json"}
+        if self.config.api_key:
+            headers["Authorization"] = f"Bearer {self.config.api_key}"
+        headers.update(self.config.headers)
+        return headers
+
+    def _post_with_retries(self, payload: Mapping[str, Any]) -> str:
+        body = json.dumps(payload, ensure_ascii=False).encode("utf-8")
+        headers = self._headers()
+        attempts = self.config.max_retries + 1
+        for attempt in range(attempts):
+            last = attempt == attempts - 1
+            with self._lock:
+                self.usage.requests += 1
+            try:
+                with self._slots:
+                    response = self._transport.post(self.endpoint, headers, body)
+            except _TransportFailure as exc:
+                if last:
+                    raise LLMUnavailable(
+                        f"{self.endpoint} unreachable after {attempts} attempt(s): {exc}"
+                    ) from exc
+                delay = self._backoff(attempt)
+            else:
+                if 200 <= response.status < 300:
+                    return self._read_reply(response)
+                detail = _error_detail(response.body)
+                if response.status != 429 and response.status < 500:
+                    hint = ""
+                    if response.status == 404:
+                        hint = " (check the base URL: it usually ends in /v1)"
+                    raise LLMError(
+                        f"HTTP {response.status} from {self.endpoint}{hint}: {detail}",
+                        status=response.status,
+                    )
+                if last:
+                    raise LLMUnavailable(
+                        f"HTTP {response.status} from {self.endpoint} after {attempts} "
+                        f"attempt(s): {detail}",
+                        status=response.status,
+                    )
+                waited = self._retry_after(response.headers)
+                delay = waited if waited is not None else self._backoff(attempt)
+            with self._lock:
+                self.usage.retries += 1
+            self._sleep(delay)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _backoff(self, attempt: int) -> float:
+        # Exponential with "equal jitter": half fixed, half random, so clients that failed
+        # together do not retry together, yet each still waits a meaningful minimum.
+        ceiling = float(min(self.config.backoff_max, self.config.backoff_base * (2**attempt)))
+        return ceiling / 2 + self._rng.uniform(0, ceiling / 2)
+
+    def _retry_after(self, headers: Mapping[str, str]) -> float | None:
+        """Seconds the server asked us to wait (``retry-after-ms`` or ``Retry-After`` as
+        seconds or an HTTP date), capped at ``max_retry_after``; ``None`` if absent."""
+        seconds: float | None = None
+        if "retry-after-ms" in headers:
+            try:
+                seconds = float(headers["retry-after-ms"]) / 1000
+            except ValueError:
+                seconds = None
+        if seconds is None and "retry-after" in headers:
+            raw = headers["retry-after"].strip()
+            try:
+                seconds = float(raw)
+            except ValueError:
+                try:
+                    when = parsedate_to_datetime(raw)
+                except (TypeError, ValueError):
+                    return None
+                if when.tzinfo is None:
+                    when = when.replace(tzinfo=UTC)
+                seconds = (when - datetime.now(UTC)).total_seconds()
+        if seconds is None:
+            return None
+        return min(max(seconds, 0.0), self.config.max_retry_after)
+
+    def _read_reply(self, response: _Response) -> str:
+        try:
+            data = json.loads(response.body.decode("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError):
+            raise LLMError(
+                f"{self.endpoint} answered HTTP {response.status} with a body that is not JSON "
+                f"(is the base URL right?): {_snippet(response.body.decode('utf-8', 'replace'))}",
+                status=response.status,
+            ) from None
+        if not isinstance(data, dict):
+            raise LLMError(f"unexpected reply from {self.endpoint}: {_snippet(str(data))}")
+        if "error" in data and "choices" not in data:
+            raise LLMError(f"{self.endpoint} reported an error: {_error_detail(response.body)}")
+        usage = data.get("usage")
+        if isinstance(usage, dict):
+            with self._lock:
+                self.usage.prompt_tokens += _as_int(usage.get("prompt_tokens"))
+                self.usage.completion_tokens += _as_int(usage.get("completion_tokens"))
+        try:
+            choice = data["choices"][0]
+            message = choice["message"]
+        except (KeyError, IndexError, TypeError):
+            raise LLMReplyError(
+                f"reply has no choices[0].message: {_snippet(str(data))}", reply=None
+            ) from None
+        content = message.get("content") if isinstance(message, dict) else None
+        if isinstance(content, list):  # some servers send content parts
+            content = "".join(part.get("text", "") for part in content if isinstance(part, dict))
+        if not isinstance(content, str) or not content.strip():
+            reason = choice.get("finish_reason") if isinstance(choice, dict) else None
+            raise LLMReplyError(f"reply has no text (finish_reason={reason!r})", reply=None)
+        return content
+
+
+def _as_int(value: object) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def _error_detail(body: bytes) -> str:
+    """The server's error message if it sent the usual ``{"error": {"message": ...}}``."""
+    text = body.decode("utf-8", "replace")
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError:
+        return _snippet(text) if text.strip() else "(empty body)"
+    error = data.get("error") if isinstance(data, dict) else None
+    if isinstance(error, dict) and error.get("message"):
+        return str(error["message"])[:300]
+    if isinstance(error, str):
+        return error[:300]
+    return _snippet(text)
