@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from mempp import EncoderMismatch, Memory, Settings, StoreError
+from mempp.store.sqlite import MIGRATIONS
 
 from conftest import KeywordEmbedder
 
@@ -139,6 +140,8 @@ def test_migrations_are_recorded_once(db_path) -> None:
     for _ in range(3):
         Memory(db_path, embedder=KeywordEmbedder([])).close()
     conn = _raw(db_path)
-    assert conn.execute("SELECT version FROM mempp_migrations").fetchall() == [(1,)]
+    assert conn.execute("SELECT version FROM mempp_migrations").fetchall() == [
+        (m.version,) for m in MIGRATIONS
+    ]
     assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     conn.close()

@@ -82,6 +82,36 @@ def build_parser() -> argparse.ArgumentParser:
     )
     ask.add_argument("--model", default=None, help="model name (default: $MEMPP_LLM_MODEL)")
     ask.add_argument("--json", action="store_true", help="print {answer, citations, evidence}")
+
+    consolidate = commands.add_parser(
+        "consolidate",
+        help="relate near-duplicate rows with an LLM: supersede, merge (logged, undoable)",
+    )
+    consolidate.add_argument(
+        "--threshold",
+        type=float,
+        default=0.85,
+        help="cosine to a group's first row for joining it (default 0.85)",
+    )
+    consolidate.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="make the labelling calls and log them, but change no row",
+    )
+    consolidate.add_argument(
+        "--undo",
+        type=int,
+        default=None,
+        metavar="RUN",
+        help="restore every state run RUN changed (no LLM call)",
+    )
+    consolidate.add_argument(
+        "--llm-base-url",
+        default=None,
+        help="OpenAI-compatible API root (default: $MEMPP_LLM_BASE_URL)",
+    )
+    consolidate.add_argument("--model", default=None, help="model name (default: $MEMPP_LLM_MODEL)")
+    consolidate.add_argument("--json", action="store_true", help="print the run report as JSON")
     return parser
 
 
@@ -132,6 +162,15 @@ def _dispatch(args: argparse.Namespace) -> int:
             raise InvalidInput("--budget must be >= 1")
         # Built before the store is opened, so a missing endpoint fails fast and cleanly.
         llm = LLMClient.from_env(base_url=args.llm_base_url, model=args.model)
+    if args.command == "consolidate":
+        if args.undo is not None and args.dry_run:
+            raise InvalidInput("--undo and --dry-run cannot be combined")
+        if not 0.0 < args.threshold <= 1.0:
+            raise InvalidInput("--threshold is a cosine in (0, 1]")
+        if args.undo is None:  # undo needs no model
+            from mempp.llm import LLMClient
+
+            llm = LLMClient.from_env(base_url=args.llm_base_url, model=args.model)
     text = None
     if args.command == "add":
         text = sys.stdin.read() if args.text == "-" else args.text
@@ -146,6 +185,8 @@ def _dispatch(args: argparse.Namespace) -> int:
         if args.command == "ask":
             with llm:
                 return _ask(memory, args, llm)
+        if args.command == "consolidate":
+            return _consolidate(memory, args, llm)
         return _evidence(memory, args)
 
 
@@ -271,6 +312,21 @@ def _ask(memory, args: argparse.Namespace, llm) -> int:  # type: ignore[no-untyp
             who = f", {record.author}" if record.author else ""
             cited.append(f"#{record_id} ({record.day or 'undated'}{who})")
         print("\ncited: " + "; ".join(cited))
+    return EXIT_OK
+
+
+def _consolidate(memory, args: argparse.Namespace, llm) -> int:  # type: ignore[no-untyped-def]
+    from mempp.consolidate import consolidate, undo
+
+    if args.undo is not None:
+        result = undo(memory, args.undo)
+    else:
+        with llm:
+            result = consolidate(memory, llm, threshold=args.threshold, dry_run=args.dry_run)
+    if args.json:
+        _print_json(result.to_dict())
+    else:
+        print(result.summary())
     return EXIT_OK
 
 

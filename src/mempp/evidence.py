@@ -38,12 +38,43 @@ class EvidenceRow:
 
 
 @dataclass(frozen=True, slots=True)
+class RelatedFact:
+    """An entity-graph triple shown after the rows (Mem^g++). ``record_id`` and ``date`` name
+    its source row; both are None in the paper's undated mode, where triples carry neither."""
+
+    subject: str
+    relation: str
+    object: str
+    record_id: int | None = None
+    date: str | None = None
+
+    def render(self) -> str:
+        line = f"- {self.subject} | {self.relation} | {self.object}"
+        if self.record_id is None:
+            return line
+        return f"{line} ({self.date[:10] if self.date else 'undated'}, record {self.record_id})"
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "subject": self.subject,
+            "relation": self.relation,
+            "object": self.object,
+            "record_id": self.record_id,
+            "date": self.date[:10] if self.date else None,
+        }
+
+
+@dataclass(frozen=True, slots=True)
 class Evidence:
     text: str
     rows: list[EvidenceRow]
+    facts: tuple[RelatedFact, ...] = ()  # graph triples rendered after the rows, if any
 
     def to_dict(self) -> dict[str, object]:
-        return {"text": self.text, "rows": [row.to_dict() for row in self.rows]}
+        out: dict[str, object] = {"text": self.text, "rows": [row.to_dict() for row in self.rows]}
+        if self.facts:  # only when a graph was asked for and found something
+            out["facts"] = [fact.to_dict() for fact in self.facts]
+        return out
 
 
 def header(hit: Hit, position: int) -> str:
@@ -90,3 +121,32 @@ def render_evidence(
         rows.append(EvidenceRow(hit.id, used + len(sep), len(entry), False))
         used += len(sep) + len(entry)
     return Evidence("".join(pieces), rows)
+
+
+FACTS_HEADING = "Related facts (entity graph):"
+
+
+def append_facts(
+    evidence: Evidence, facts: Sequence[RelatedFact], *, budget: int | None = None
+) -> Evidence:
+    """The evidence with a "Related facts" section after its rows.
+
+    Facts come after every row, as in the paper. Under a ``budget`` only whole fact lines that
+    still fit are added (none if the heading and first line do not), so a budget the rows use
+    up leaves no facts, like the paper's answer window.
+    """
+    lines: list[str] = []
+    used = len(evidence.text)
+    prefix = (SEPARATOR if evidence.text else "") + FACTS_HEADING
+    kept: list[RelatedFact] = []
+    for fact in facts:
+        line = "\n" + fact.render()
+        extra = len(line) + (0 if lines else len(prefix))
+        if budget is not None and used + extra > budget:
+            break
+        lines.append(line)
+        kept.append(fact)
+        used += extra
+    if not kept:
+        return evidence
+    return Evidence(evidence.text + prefix + "".join(lines), evidence.rows, tuple(kept))

@@ -20,7 +20,7 @@ import numpy as np
 from mempp.dates import parse_as_of
 from mempp.encoders import Embedder, default_embedder
 from mempp.errors import EncoderMismatch, InvalidInput, RecordNotFound
-from mempp.evidence import Evidence, EvidenceStyle, render_evidence
+from mempp.evidence import Evidence, EvidenceStyle, append_facts, render_evidence
 from mempp.records import AddResult, Document, Hit, Record
 from mempp.retrieval import LegLists, fuse_and_select, run_legs, to_hits
 from mempp.settings import Settings, preset
@@ -28,6 +28,7 @@ from mempp.store import Store, open_store
 
 if TYPE_CHECKING:  # the LLM modules load only when ask() runs
     from mempp.answer import Answer
+    from mempp.graph import GraphOptions
     from mempp.llm import LLMClient
 
 DateLike = str | date | datetime | None
@@ -192,10 +193,21 @@ class Memory:
         budget: int | None = None,
         style: EvidenceStyle = "headers",
         settings: Settings | str | None = None,
+        graph: GraphOptions | None = None,
     ) -> Evidence:
-        """Search, then render the hits as a dated, attributed evidence block."""
+        """Search, then render the hits as a dated, attributed evidence block.
+
+        With ``graph`` (Mem^g++, see :mod:`mempp.graph`), one LLM call finds the entities the
+        query names and at most 5 related triples follow the rows, under the same budget.
+        """
         hits = self.search(query, as_of=as_of, k=k, settings=settings)
-        return render_evidence(hits, budget=budget, style=style)
+        evidence = render_evidence(hits, budget=budget, style=style)
+        if graph is None:
+            return evidence
+        from mempp.graph import facts_for_evidence
+
+        facts = facts_for_evidence(self, _clean_query(query), graph, as_of)
+        return append_facts(evidence, facts, budget=budget)
 
     def ask(
         self,

@@ -9,11 +9,13 @@ eligible rows. Ties in every ranking go to the newer ingest (larger id).
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
-from typing import Protocol
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
+from mempp.errors import StoreError
 from mempp.query import LexicalQuery
 from mempp.records import AddResult, Document, Record, State
 
@@ -77,3 +79,231 @@ class Store(Protocol):
     ) -> list[int]:
         """The most recently ingested in-scope rows whose ids are not in ``exclude``."""
         ...
+
+
+# -- optional capabilities -------------------------------------------------------------------
+# The LLM layers (mempp.consolidate, mempp.graph) need more than the read and write paths. An
+# engine offers them by implementing the protocols below; the layers check for them at run time
+# (``supports``), so an engine without them still serves every read and write.
+
+
+class StateConflict(StoreError):
+    """A row's state is not what the operation expected (it was changed by someone else)."""
+
+    def __init__(self, message: str, ids: Sequence[int] = ()) -> None:
+        super().__init__(message)
+        self.ids = list(ids)
+
+
+@dataclass(frozen=True, slots=True)
+class StateChange:
+    """One row's state before and after a consolidation step.
+
+    ``old_state is None`` marks a row *created* by the step (a merged row); undoing such a
+    change archives the row, because rows are never deleted.
+    """
+
+    record_id: int
+    old_state: State | None
+    old_superseded_by: int | None
+    new_state: State
+    new_superseded_by: int | None
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "record_id": self.record_id,
+            "old_state": self.old_state,
+            "old_superseded_by": self.old_superseded_by,
+            "new_state": self.new_state,
+            "new_superseded_by": self.new_superseded_by,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class MergedRow:
+    """A row a consolidation step writes: the document, its vector and its tag-index labels."""
+
+    document: Document
+    vector: np.ndarray
+    labels: frozenset[str]
+
+
+@dataclass(frozen=True, slots=True)
+class GroupOutcome:
+    """What one group of a run came to. ``changes`` may be empty (distinct, failed, dry run).
+
+    ``changes`` name each member's expected current state as ``old_*``: the engine applies them
+    only if every member still has it (compare-and-set), else raises :class:`StateConflict`.
+    """
+
+    group: int
+    label: str
+    members: tuple[int, ...]
+    changes: tuple[StateChange, ...] = ()
+    merged: MergedRow | None = None
+    detail: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RunInfo:
+    """One row of the runs table."""
+
+    id: int
+    scope: str
+    kind: str  # "consolidate" or "undo"
+    dry_run: bool
+    started_at: str
+    finished_at: str | None
+    settings: dict[str, Any]
+    counts: dict[str, Any] | None
+    undoes: int | None
+    undone_by: int | None
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "id": self.id,
+            "scope": self.scope,
+            "kind": self.kind,
+            "dry_run": self.dry_run,
+            "started_at": self.started_at,
+            "finished_at": self.finished_at,
+            "settings": self.settings,
+            "counts": self.counts,
+            "undoes": self.undoes,
+            "undone_by": self.undone_by,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class GroupRecord:
+    """One row of the groups table: a group of a run and its label."""
+
+    run_id: int
+    group: int
+    label: str
+    members: tuple[int, ...]
+    detail: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class ChangeRecord:
+    """One row of the changes table."""
+
+    run_id: int
+    group: int | None
+    label: str
+    change: StateChange
+    merged_id: int | None
+
+
+@runtime_checkable
+class ConsolidationStore(Protocol):
+    """What the consolidation operator needs: vectors of current rows and an audited log."""
+
+    def current_vectors(self, scope: str) -> tuple[np.ndarray, np.ndarray]:
+        """``(ids, matrix)`` of the scope's rows that are active and not superseded, in ingest
+        order (ascending id): ids as int64, one float32 embedding per row."""
+        ...
+
+    def begin_run(
+        self, scope: str, *, kind: str, dry_run: bool, settings: Mapping[str, Any]
+    ) -> int:
+        """Open a run (``kind`` "consolidate") and return its id."""
+        ...
+
+    def record_group(self, scope: str, run_id: int, outcome: GroupOutcome) -> int | None:
+        """In ONE transaction: check every change's ``old_*`` against the row (else raise
+        :class:`StateConflict` and change nothing), apply the changes, insert ``merged`` (if
+        any) through the normal insert code, and log the group and each change, the merged
+        row's creation included. Returns the merged row's id (or None)."""
+        ...
+
+    def finish_run(self, scope: str, run_id: int, counts: Mapping[str, Any]) -> None: ...
+
+    def runs(self, scope: str) -> list[RunInfo]:
+        """Every run of the scope, oldest first."""
+        ...
+
+    def run_groups(self, scope: str, run_id: int) -> list[GroupRecord]: ...
+
+    def run_changes(self, scope: str, run_id: int) -> list[ChangeRecord]: ...
+
+    def undo_run(self, scope: str, run_id: int) -> tuple[int, list[ChangeRecord]]:
+        """In ONE transaction, restore every state a ``consolidate`` run changed.
+
+        Refuses (``StateConflict``, nothing changed) when any row no longer has the state the
+        run gave it; refuses (``InvalidInput``) an unknown run, a dry run, an undo run or a run
+        already undone. A row the run created is archived. The undo is itself logged as a run
+        of kind "undo" (``undoes`` = ``run_id``; the run gets ``undone_by``). Returns the undo
+        run's id and its changes."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class Triple:
+    """One entity-relation triple as extracted, with normalised entity keys."""
+
+    subject: str
+    relation: str
+    object: str
+    subject_key: str
+    object_key: str
+
+
+@dataclass(frozen=True, slots=True)
+class TripleHit:
+    """A stored triple found from query entities, with its source row's date."""
+
+    id: int
+    subject: str
+    relation: str
+    object: str
+    subject_key: str
+    object_key: str
+    record_id: int
+    date: str | None
+    touched: int  # how many of the query's entity keys it names (1 or 2)
+
+
+@runtime_checkable
+class GraphStore(Protocol):
+    """What Mem^g++ needs: triples keyed to their source rows."""
+
+    def pending_extraction(self, scope: str, ids: Collection[int] | None) -> list[int]:
+        """Ids of active rows of the scope not yet extracted (ascending); ``ids`` narrows."""
+        ...
+
+    def add_triples(
+        self, scope: str, record_id: int, triples: Sequence[Triple], model: str | None
+    ) -> bool:
+        """Store a row's triples and mark it extracted, in one transaction. False (and
+        nothing stored) if the row was already extracted."""
+        ...
+
+    def search_triples(
+        self,
+        scope: str,
+        keys: Collection[str],
+        as_of: int | None,
+        *,
+        dated: bool,
+        limit: int,
+    ) -> list[TripleHit]:
+        """Triples whose subject or object key is in ``keys``, from active source rows; with
+        ``dated`` and ``as_of``, only rows with ``event_key <= as_of``. Ranked by keys touched,
+        then source recency (dated: event date, else ingest time; not dated: ingest order),
+        then triple id, all descending."""
+        ...
+
+    def triples_of(self, scope: str, record_ids: Collection[int]) -> list[TripleHit]:
+        """Every stored triple of these rows (for inspection), by triple id."""
+        ...
+
+
+def supports(store: object, capability: type, feature: str) -> None:
+    """Raise ``StoreError`` naming the engine when ``store`` lacks an optional capability."""
+    if not isinstance(store, capability):
+        raise StoreError(
+            f"the {type(store).__name__} engine does not support {feature} yet "
+            f"(it must implement {capability.__name__})"
+        )

@@ -17,18 +17,30 @@ import json
 import os
 import sqlite3
 import threading
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from mempp.bm25 import Bm25Index
 from mempp.dates import now_key
-from mempp.errors import EncoderMismatch, StoreError
+from mempp.errors import EncoderMismatch, InvalidInput, StoreError
 from mempp.query import LexicalQuery
 from mempp.records import AddResult, Document, Record, State
+from mempp.store.base import (
+    ChangeRecord,
+    GroupOutcome,
+    GroupRecord,
+    MergedRow,
+    RunInfo,
+    StateChange,
+    StateConflict,
+    Triple,
+    TripleHit,
+)
 from mempp.store.migrations import Migration, newest, pending
 from mempp.vectors import ExactVectorIndex
 
@@ -97,6 +109,87 @@ MIGRATIONS: tuple[Migration, ...] = (
             END""",
         ),
     ),
+    Migration(
+        2,
+        "consolidation audit trail, entity graph",
+        (
+            # One row per consolidation run or undo; settings and counts are JSON objects.
+            """CREATE TABLE consolidation_runs (
+                id INTEGER PRIMARY KEY AUTOINCREMENT,
+                scope TEXT NOT NULL,
+                kind TEXT NOT NULL CHECK (kind IN ('consolidate', 'undo')),
+                dry_run INTEGER NOT NULL DEFAULT 0,
+                started_at TEXT NOT NULL,
+                finished_at TEXT,
+                settings TEXT NOT NULL DEFAULT '{}',
+                counts TEXT,
+                undoes INTEGER REFERENCES consolidation_runs(id),
+                undone_by INTEGER REFERENCES consolidation_runs(id))""",
+            "CREATE INDEX consolidation_runs_scope ON consolidation_runs (scope, id)",
+            # Every group a run looked at, with its label, even when nothing changed.
+            """CREATE TABLE consolidation_groups (
+                run_id INTEGER NOT NULL REFERENCES consolidation_runs(id),
+                group_no INTEGER NOT NULL,
+                label TEXT NOT NULL,
+                members TEXT NOT NULL,
+                detail TEXT,
+                PRIMARY KEY (run_id, group_no))""",
+            # Every state change; old_state NULL means the row was created by the change.
+            """CREATE TABLE consolidation_changes (
+                id INTEGER PRIMARY KEY AUTOINCREMENT,
+                run_id INTEGER NOT NULL REFERENCES consolidation_runs(id),
+                group_no INTEGER,
+                label TEXT NOT NULL,
+                record_id INTEGER NOT NULL REFERENCES records(id),
+                old_state TEXT CHECK (old_state IN ('active', 'archived')),
+                old_superseded_by INTEGER,
+                new_state TEXT NOT NULL CHECK (new_state IN ('active', 'archived')),
+                new_superseded_by INTEGER,
+                merged_id INTEGER REFERENCES records(id))""",
+            "CREATE INDEX consolidation_changes_run ON consolidation_changes (run_id, id)",
+            # The audit trail is append-only like the records it describes.
+            """CREATE TRIGGER consolidation_changes_frozen BEFORE UPDATE ON consolidation_changes
+            BEGIN
+                SELECT RAISE(ABORT, 'mempp: the consolidation log is append-only');
+            END""",
+            """CREATE TRIGGER consolidation_changes_no_delete BEFORE DELETE
+                ON consolidation_changes BEGIN
+                SELECT RAISE(ABORT, 'mempp: the consolidation log is append-only');
+            END""",
+            """CREATE TRIGGER consolidation_groups_frozen BEFORE UPDATE ON consolidation_groups
+            BEGIN
+                SELECT RAISE(ABORT, 'mempp: the consolidation log is append-only');
+            END""",
+            """CREATE TRIGGER consolidation_groups_no_delete BEFORE DELETE
+                ON consolidation_groups BEGIN
+                SELECT RAISE(ABORT, 'mempp: the consolidation log is append-only');
+            END""",
+            """CREATE TRIGGER consolidation_runs_no_delete BEFORE DELETE
+                ON consolidation_runs BEGIN
+                SELECT RAISE(ABORT, 'mempp: the consolidation log is append-only');
+            END""",
+            # Mem^g++: triples keyed to their source row; keys are normalised entity names.
+            """CREATE TABLE graph_triples (
+                id INTEGER PRIMARY KEY AUTOINCREMENT,
+                scope TEXT NOT NULL,
+                record_id INTEGER NOT NULL REFERENCES records(id),
+                subject TEXT NOT NULL,
+                relation TEXT NOT NULL,
+                object TEXT NOT NULL,
+                subject_key TEXT NOT NULL,
+                object_key TEXT NOT NULL)""",
+            "CREATE INDEX graph_triples_subject ON graph_triples (scope, subject_key)",
+            "CREATE INDEX graph_triples_object ON graph_triples (scope, object_key)",
+            "CREATE INDEX graph_triples_record ON graph_triples (record_id)",
+            # A row is marked once extracted, even with no triples, so it is not asked again.
+            """CREATE TABLE graph_extractions (
+                record_id INTEGER PRIMARY KEY REFERENCES records(id),
+                scope TEXT NOT NULL,
+                extracted_at TEXT NOT NULL,
+                model TEXT,
+                triples INTEGER NOT NULL)""",
+        ),
+    ),
 )
 
 _RECORD_COLUMNS = (
@@ -121,6 +214,58 @@ def _row_to_record(row: sqlite3.Row | tuple) -> Record:
         state=row[8],
         superseded_by=row[9],
     )
+
+
+_RUN_COLUMNS = (
+    "id, scope, kind, dry_run, started_at, finished_at, settings, counts, undoes, undone_by"
+)
+_TRIPLE_COLUMNS = (
+    "t.id, t.subject, t.relation, t.object, t.subject_key, t.object_key, t.record_id, r.event_date"
+)
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat()
+
+
+def _row_to_run(row: sqlite3.Row | tuple) -> RunInfo:
+    return RunInfo(
+        id=row[0],
+        scope=row[1],
+        kind=row[2],
+        dry_run=bool(row[3]),
+        started_at=row[4],
+        finished_at=row[5],
+        settings=json.loads(row[6] or "{}"),
+        counts=json.loads(row[7]) if row[7] else None,
+        undoes=row[8],
+        undone_by=row[9],
+    )
+
+
+def _check_undoable(run: RunInfo) -> None:
+    if run.kind != "consolidate":
+        raise InvalidInput(f"run {run.id} is an undo of run {run.undoes}; it cannot be undone")
+    if run.dry_run:
+        raise InvalidInput(f"run {run.id} was a dry run: it changed nothing to undo")
+    if run.undone_by is not None:
+        raise InvalidInput(f"run {run.id} was already undone by run {run.undone_by}")
+
+
+def _inverse(change: StateChange) -> StateChange:
+    """The change that restores a row; a row the run created is archived, never deleted."""
+    if change.old_state is None:
+        restored: tuple[State, int | None] = ("archived", change.new_superseded_by)
+    else:
+        restored = (change.old_state, change.old_superseded_by)
+    return StateChange(
+        change.record_id, change.new_state, change.new_superseded_by, restored[0], restored[1]
+    )
+
+
+def _undo_counts(changes: Sequence[ChangeRecord]) -> dict[str, int]:
+    created = sum(1 for c in changes if c.change.old_state is None)
+    return {"restored": len(changes) - created, "archived_merged": created}
 
 
 def fts_match_expression(query: LexicalQuery) -> str | None:
@@ -275,34 +420,50 @@ class SQLiteStore:
                     if self._is_duplicate(conn, scope, doc):
                         results.append(AddResult(None, "duplicate"))
                         continue
-                    cursor = conn.execute(
-                        """INSERT INTO records (scope, text, text_hash, author, event_date,
-                               event_key, tags, source, ingested_at, ingested_key, embedding)
-                           VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
-                        (
-                            scope,
-                            doc.text,
-                            text_hash(doc.text),
-                            doc.author,
-                            doc.date.text if doc.date else None,
-                            doc.date.key if doc.date else None,
-                            json.dumps(list(doc.tags), ensure_ascii=False),
-                            doc.source,
-                            ingested_at,
-                            ingested_key,
-                            np.asarray(vector, dtype="<f4").tobytes(),
-                        ),
-                    )
-                    row_id = cursor.lastrowid
-                    assert row_id is not None
-                    conn.executemany(
-                        "INSERT INTO record_tags (label, record_id) VALUES (?, ?)",
-                        [(label, row_id) for label in sorted(doc.tag_labels())],
+                    row_id = self._insert_row(
+                        conn, scope, doc, vector, doc.tag_labels(), ingested_at, ingested_key
                     )
                     results.append(AddResult(row_id))
         except sqlite3.Error as exc:
             raise StoreError(f"could not store the batch in {self.location}: {exc}") from None
         return results
+
+    @staticmethod
+    def _insert_row(
+        conn: sqlite3.Connection,
+        scope: str,
+        doc: Document,
+        vector: np.ndarray,
+        labels: Collection[str],
+        ingested_at: str,
+        ingested_key: int,
+    ) -> int:
+        """Write one record and its tag-index labels (the caller holds the transaction)."""
+        cursor = conn.execute(
+            """INSERT INTO records (scope, text, text_hash, author, event_date,
+                   event_key, tags, source, ingested_at, ingested_key, embedding)
+               VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
+            (
+                scope,
+                doc.text,
+                text_hash(doc.text),
+                doc.author,
+                doc.date.text if doc.date else None,
+                doc.date.key if doc.date else None,
+                json.dumps(list(doc.tags), ensure_ascii=False),
+                doc.source,
+                ingested_at,
+                ingested_key,
+                np.asarray(vector, dtype="<f4").tobytes(),
+            ),
+        )
+        row_id = cursor.lastrowid
+        assert row_id is not None
+        conn.executemany(
+            "INSERT INTO record_tags (label, record_id) VALUES (?, ?)",
+            [(label, row_id) for label in sorted(labels)],
+        )
+        return row_id
 
     def set_state(
         self, scope: str, ids: Collection[int], state: State, superseded_by: int | None
@@ -430,6 +591,317 @@ class SQLiteStore:
                 },
             ).fetchall()
         return [row[0] for row in rows]
+
+    # -- consolidation (mempp.consolidate) ---------------------------------------------
+    def current_vectors(self, scope: str) -> tuple[np.ndarray, np.ndarray]:
+        encoder = self.encoder()
+        dim = encoder[1] if encoder else 0
+        with self._lock:
+            rows = self._conn.execute(
+                """SELECT id, embedding FROM records
+                   WHERE scope = ? AND state = 'active' AND superseded_by IS NULL
+                   ORDER BY id""",
+                (scope,),
+            ).fetchall()
+        ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+        if not rows:
+            return ids, np.empty((0, dim), dtype=np.float32)
+        matrix = np.frombuffer(b"".join(r[1] for r in rows), dtype="<f4")
+        return ids, matrix.reshape(len(rows), -1).astype(np.float32)
+
+    def begin_run(
+        self, scope: str, *, kind: str, dry_run: bool, settings: Mapping[str, Any]
+    ) -> int:
+        if kind not in ("consolidate", "undo"):
+            raise InvalidInput(f"unknown run kind {kind!r}")
+        with self._write() as conn:
+            cursor = conn.execute(
+                """INSERT INTO consolidation_runs (scope, kind, dry_run, started_at, settings)
+                   VALUES (?, ?, ?, ?, ?)""",
+                (scope, kind, int(dry_run), _now(), json.dumps(dict(settings), sort_keys=True)),
+            )
+            assert cursor.lastrowid is not None
+            return cursor.lastrowid
+
+    def record_group(self, scope: str, run_id: int, outcome: GroupOutcome) -> int | None:
+        if any(change.old_state is None for change in outcome.changes):
+            raise ValueError("a group's changes name existing rows; merged rows are implicit")
+        try:
+            with self._write() as conn:
+                self._run_row(conn, scope, run_id)
+                self._compare_and_set(conn, scope, outcome.changes)
+                merged_id = None
+                if outcome.merged is not None:
+                    merged_id = self._insert_merged(conn, scope, outcome.merged)
+                conn.execute(
+                    """INSERT INTO consolidation_groups (run_id, group_no, label, members, detail)
+                       VALUES (?, ?, ?, ?, ?)""",
+                    (
+                        run_id,
+                        outcome.group,
+                        outcome.label,
+                        json.dumps(list(outcome.members)),
+                        outcome.detail,
+                    ),
+                )
+                changes = list(outcome.changes)
+                if merged_id is not None:
+                    changes.append(StateChange(merged_id, None, None, "active", None))
+                self._log_changes(conn, run_id, outcome.group, outcome.label, changes, merged_id)
+                return merged_id
+        except sqlite3.Error as exc:
+            raise StoreError(f"could not record a consolidation step: {exc}") from None
+
+    def _run_row(self, conn: sqlite3.Connection, scope: str, run_id: int) -> RunInfo:
+        row = conn.execute(
+            f"SELECT {_RUN_COLUMNS} FROM consolidation_runs WHERE id = ? AND scope = ?",
+            (run_id, scope),
+        ).fetchone()
+        if row is None:
+            raise InvalidInput(f"no consolidation run {run_id} in scope {scope!r}")
+        return _row_to_run(row)
+
+    @staticmethod
+    def _compare_and_set(
+        conn: sqlite3.Connection, scope: str, changes: Sequence[StateChange]
+    ) -> None:
+        """Apply each change only where the row still has its expected state."""
+        stale = []
+        for change in changes:
+            cursor = conn.execute(
+                """UPDATE records SET state = ?, superseded_by = ?
+                   WHERE id = ? AND scope = ? AND state = ? AND superseded_by IS ?""",
+                (
+                    change.new_state,
+                    change.new_superseded_by,
+                    change.record_id,
+                    scope,
+                    change.old_state,
+                    change.old_superseded_by,
+                ),
+            )
+            if cursor.rowcount != 1:
+                stale.append(change.record_id)
+        if stale:
+            raise StateConflict(f"records {stale} changed since they were read", stale)
+
+    def _insert_merged(self, conn: sqlite3.Connection, scope: str, merged: MergedRow) -> int:
+        # Checked after the originals are archived, so only *other* active rows count.
+        if self._is_duplicate(conn, scope, merged.document):
+            raise StateConflict("the merged text repeats an active row of the same author")
+        return self._insert_row(
+            conn,
+            scope,
+            merged.document,
+            merged.vector,
+            merged.labels,
+            datetime.now(UTC).isoformat(),
+            now_key(),
+        )
+
+    @staticmethod
+    def _log_changes(
+        conn: sqlite3.Connection,
+        run_id: int,
+        group: int | None,
+        label: str,
+        changes: Sequence[StateChange],
+        merged_id: int | None,
+    ) -> None:
+        conn.executemany(
+            """INSERT INTO consolidation_changes (run_id, group_no, label, record_id, old_state,
+                   old_superseded_by, new_state, new_superseded_by, merged_id)
+               VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)""",
+            [
+                (
+                    run_id,
+                    group,
+                    label,
+                    c.record_id,
+                    c.old_state,
+                    c.old_superseded_by,
+                    c.new_state,
+                    c.new_superseded_by,
+                    merged_id,
+                )
+                for c in changes
+            ],
+        )
+
+    def finish_run(self, scope: str, run_id: int, counts: Mapping[str, Any]) -> None:
+        with self._write() as conn:
+            conn.execute(
+                """UPDATE consolidation_runs SET finished_at = ?, counts = ?
+                   WHERE id = ? AND scope = ?""",
+                (_now(), json.dumps(dict(counts), sort_keys=True), run_id, scope),
+            )
+
+    def runs(self, scope: str) -> list[RunInfo]:
+        with self._lock:
+            rows = self._conn.execute(
+                f"SELECT {_RUN_COLUMNS} FROM consolidation_runs WHERE scope = ? ORDER BY id",
+                (scope,),
+            ).fetchall()
+        return [_row_to_run(row) for row in rows]
+
+    def run_groups(self, scope: str, run_id: int) -> list[GroupRecord]:
+        with self._lock:
+            rows = self._conn.execute(
+                """SELECT g.run_id, g.group_no, g.label, g.members, g.detail
+                   FROM consolidation_groups g JOIN consolidation_runs r ON r.id = g.run_id
+                   WHERE g.run_id = ? AND r.scope = ? ORDER BY g.group_no""",
+                (run_id, scope),
+            ).fetchall()
+        return [GroupRecord(r[0], r[1], r[2], tuple(json.loads(r[3])), r[4]) for r in rows]
+
+    def run_changes(self, scope: str, run_id: int) -> list[ChangeRecord]:
+        with self._lock:
+            return self._changes(self._conn, scope, run_id)
+
+    @staticmethod
+    def _changes(conn: sqlite3.Connection, scope: str, run_id: int) -> list[ChangeRecord]:
+        rows = conn.execute(
+            """SELECT c.run_id, c.group_no, c.label, c.record_id, c.old_state,
+                      c.old_superseded_by, c.new_state, c.new_superseded_by, c.merged_id
+               FROM consolidation_changes c JOIN consolidation_runs r ON r.id = c.run_id
+               WHERE c.run_id = ? AND r.scope = ? ORDER BY c.id""",
+            (run_id, scope),
+        ).fetchall()
+        return [
+            ChangeRecord(r[0], r[1], r[2], StateChange(r[3], r[4], r[5], r[6], r[7]), r[8])
+            for r in rows
+        ]
+
+    def undo_run(self, scope: str, run_id: int) -> tuple[int, list[ChangeRecord]]:
+        try:
+            with self._write() as conn:
+                run = self._run_row(conn, scope, run_id)
+                _check_undoable(run)
+                changes = self._changes(conn, scope, run_id)
+                inverse = [_inverse(record.change) for record in changes]
+                self._compare_and_set_for_undo(conn, scope, run_id, inverse)
+                cursor = conn.execute(
+                    """INSERT INTO consolidation_runs
+                           (scope, kind, dry_run, started_at, finished_at, settings, counts, undoes)
+                       VALUES (?, 'undo', 0, ?, ?, '{}', ?, ?)""",
+                    (scope, _now(), _now(), json.dumps(_undo_counts(changes)), run_id),
+                )
+                undo_id = cursor.lastrowid
+                assert undo_id is not None
+                for record, change in zip(changes, inverse, strict=True):
+                    self._log_changes(
+                        conn, undo_id, record.group, "undo", [change], record.merged_id
+                    )
+                conn.execute(
+                    "UPDATE consolidation_runs SET undone_by = ? WHERE id = ?", (undo_id, run_id)
+                )
+                return undo_id, self._changes(conn, scope, undo_id)
+        except sqlite3.Error as exc:
+            raise StoreError(f"could not undo run {run_id}: {exc}") from None
+
+    def _compare_and_set_for_undo(
+        self, conn: sqlite3.Connection, scope: str, run_id: int, inverse: Sequence[StateChange]
+    ) -> None:
+        try:
+            self._compare_and_set(conn, scope, inverse)
+        except StateConflict as exc:
+            raise StateConflict(
+                f"cannot undo run {run_id}: records {exc.ids} were changed again after it "
+                "(undo the later runs first, newest first); nothing was changed",
+                exc.ids,
+            ) from None
+
+    # -- entity graph (mempp.graph) ------------------------------------------------------
+    def pending_extraction(self, scope: str, ids: Collection[int] | None) -> list[int]:
+        narrow = "" if ids is None else " AND r.id IN (SELECT value FROM json_each(:ids))"
+        with self._lock:
+            rows = self._conn.execute(
+                f"""SELECT r.id FROM records r
+                    WHERE r.scope = :scope AND r.state = 'active'{narrow}
+                      AND NOT EXISTS (SELECT 1 FROM graph_extractions g WHERE g.record_id = r.id)
+                    ORDER BY r.id""",
+                {"scope": scope, "ids": json.dumps([int(i) for i in ids or ()])},
+            ).fetchall()
+        return [row[0] for row in rows]
+
+    def add_triples(
+        self, scope: str, record_id: int, triples: Sequence[Triple], model: str | None
+    ) -> bool:
+        try:
+            with self._write() as conn:
+                done = conn.execute(
+                    "SELECT 1 FROM graph_extractions WHERE record_id = ?", (record_id,)
+                ).fetchone()
+                if done is not None:
+                    return False
+                known = conn.execute(
+                    "SELECT 1 FROM records WHERE id = ? AND scope = ?", (record_id, scope)
+                ).fetchone()
+                if known is None:
+                    raise InvalidInput(f"no record {record_id} in scope {scope!r}")
+                conn.executemany(
+                    """INSERT INTO graph_triples (scope, record_id, subject, relation, object,
+                           subject_key, object_key) VALUES (?, ?, ?, ?, ?, ?, ?)""",
+                    [
+                        (
+                            scope,
+                            record_id,
+                            t.subject,
+                            t.relation,
+                            t.object,
+                            t.subject_key,
+                            t.object_key,
+                        )
+                        for t in triples
+                    ],
+                )
+                conn.execute(
+                    """INSERT INTO graph_extractions (record_id, scope, extracted_at, model,
+                           triples) VALUES (?, ?, ?, ?, ?)""",
+                    (record_id, scope, _now(), model, len(triples)),
+                )
+                return True
+        except sqlite3.Error as exc:
+            raise StoreError(f"could not store triples of record {record_id}: {exc}") from None
+
+    def search_triples(
+        self,
+        scope: str,
+        keys: Collection[str],
+        as_of: int | None,
+        *,
+        dated: bool,
+        limit: int,
+    ) -> list[TripleHit]:
+        if not keys or limit < 1:
+            return []
+        date_condition = " AND r.event_key <= :as_of" if dated and as_of is not None else ""
+        recency = "coalesce(r.event_key, r.ingested_key)" if dated else "r.id"
+        with self._lock:
+            rows = self._conn.execute(
+                f"""SELECT {_TRIPLE_COLUMNS},
+                        (t.subject_key IN (SELECT value FROM json_each(:keys)))
+                        + (t.object_key IN (SELECT value FROM json_each(:keys))
+                           AND t.object_key != t.subject_key) AS touched
+                    FROM graph_triples t JOIN records r ON r.id = t.record_id
+                    WHERE t.scope = :scope AND r.state = 'active'{date_condition}
+                      AND (t.subject_key IN (SELECT value FROM json_each(:keys))
+                           OR t.object_key IN (SELECT value FROM json_each(:keys)))
+                    ORDER BY touched DESC, {recency} DESC, t.id DESC LIMIT :limit""",
+                {"keys": json.dumps(sorted(keys)), "scope": scope, "as_of": as_of, "limit": limit},
+            ).fetchall()
+        return [TripleHit(*row) for row in rows]
+
+    def triples_of(self, scope: str, record_ids: Collection[int]) -> list[TripleHit]:
+        with self._lock:
+            rows = self._conn.execute(
+                f"""SELECT {_TRIPLE_COLUMNS}, 0
+                    FROM graph_triples t JOIN records r ON r.id = t.record_id
+                    WHERE t.scope = ? AND t.record_id IN (SELECT value FROM json_each(?))
+                    ORDER BY t.id""",
+                (scope, json.dumps([int(i) for i in record_ids])),
+            ).fetchall()
+        return [TripleHit(*row) for row in rows]
 
     # -- the in-RAM bm25 replica -------------------------------------------------------
     def _bm25_ready(self) -> Bm25Index | None:
