@@ -76,7 +76,10 @@ def test_reserve_falls_back_to_unmatched_rows() -> None:
 
 def test_reserve_zero_and_k_smaller_than_reserve() -> None:
     fused = [Fused(i, 1.0 / i) for i in range(1, 6)]
-    none = select_with_reserve(fused, 3, 0, recency_key=lambda r: r, unmatched_fill=lambda e, n: [])
+    def no_keys(row: int) -> int:
+        raise AssertionError("no recency key is needed without recency slots")
+
+    none = select_with_reserve(fused, 3, 0, recency_key=no_keys, unmatched_fill=lambda e, n: [])
     assert [f.id for f in none.fused] == [1, 2, 3] and none.reserved == []
     tiny = select_with_reserve(fused, 2, 3, recency_key=lambda r: r, unmatched_fill=lambda e, n: [])
     assert tiny.fused == [] and [f.id for f in tiny.reserved] == [5, 4]

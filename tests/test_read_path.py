@@ -14,10 +14,7 @@ def ids(hits) -> list[int]:
 
 
 def test_as_of_scope_applies_before_ranking_so_all_slots_are_eligible(keyword_memory) -> None:
-    old = [
-        keyword_memory.add(f"alpha note {i}", date=f"2024-01-0{i + 1}").id
-        for i in range(5)
-    ]
+    old = [keyword_memory.add(f"alpha note {i}", date=f"2024-01-0{i + 1}").id for i in range(5)]
     for i in range(30):  # later and far more similar: would crowd out the old rows if filtered late
         keyword_memory.add(f"alpha alpha alpha {i}", date="2024-06-01")
     hits = keyword_memory.search("alpha", as_of="2024-02-01", k=5, settings=NO_RESERVE)
@@ -190,6 +187,7 @@ def test_k_and_preset_and_bad_inputs(keyword_memory) -> None:
     for i in range(20):
         keyword_memory.add(f"alpha row {i}")
     assert len(keyword_memory.search("alpha", k=7)) == 7
+    assert len(keyword_memory.search("alpha", k=3, settings=NO_RESERVE)) == 3
     assert len(keyword_memory.search("alpha", settings="paper-orgmembench")) == 20
     with pytest.raises(InvalidInput):
         keyword_memory.search("alpha", k=0)

@@ -83,6 +83,10 @@ def build_parser() -> argparse.ArgumentParser:
     ask.add_argument("--model", default=None, help="model name (default: $MEMPP_LLM_MODEL)")
     ask.add_argument("--json", action="store_true", help="print {answer, citations, evidence}")
 
+    from mempp.bench.cli import add_parser as add_bench_parser
+
+    add_bench_parser(commands)
+
     consolidate = commands.add_parser(
         "consolidate",
         help="relate near-duplicate rows with an LLM: supersede, merge (logged, undoable)",
@@ -146,6 +150,11 @@ def _fail(message: str) -> None:
 
 def _dispatch(args: argparse.Namespace) -> int:
     from mempp.dates import parse_as_of, parse_event_date
+
+    if args.command == "bench":  # works on its own stores, not on --db
+        from mempp.bench.cli import run as run_bench
+
+        return run_bench(args)
 
     # Validate every date before opening (and maybe creating) the store.
     if getattr(args, "date", None) is not None:

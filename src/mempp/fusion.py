@@ -65,6 +65,8 @@ def select_with_reserve(
     """
     slots = min(reserve, k)
     head = list(fused[: k - slots])
+    if slots == 0:
+        return Selection(head, [])
     rest = fused[k - slots :]
     latest = sorted(rest, key=lambda f: (recency_key(f.id), f.id), reverse=True)[:slots]
     missing = slots - len(latest)

@@ -1,0 +1,391 @@
+"""One benchmark run: load, ingest (or reuse), run every system on every question, score.
+
+The result is a plain JSON-able dictionary (see ``docs/benchmarks.md``); ``report`` writes it
+out. No language model is called. Where an answer + judge step is wanted, pass an
+``AnswerHook``: it is called per question for the systems named in ``answer_systems`` with the
+question and the system's rendered evidence (uncut: the answerer applies its own window, as the
+OrgMemBench harness does), and whatever mapping it returns is stored in the question's row (a
+numeric ``"score"`` is also aggregated as ``answer_score``).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from mempp.bench import cache
+from mempp.bench.aggregate import aggregate, paired_delta
+from mempp.bench.chunking import TOKENIZER_NAME, TokenSpans, chunk_history, word_piece_spans
+from mempp.bench.datasets import Benchmark, Question
+from mempp.bench.metrics import ndcg_at, recall_at, reciprocal_rank, window_recall
+from mempp.bench.retrieve import (
+    FullContext,
+    MemppRetriever,
+    RagIndex,
+    Retrieved,
+    clean_question,
+    date_key,
+)
+from mempp.bench.systems import System
+from mempp.dates import parse_as_of
+from mempp.encoders import Embedder
+from mempp.errors import EncoderMismatch
+from mempp.evidence import EvidenceStyle
+from mempp.retrieval import LegLists
+from mempp.settings import Settings
+from mempp.store import open_store
+
+AnswerHook = Callable[[Question, str], Mapping[str, Any]]
+
+DEFAULT_KS = (1, 5, 10, 20, 50)
+DEFAULT_SWEEP = (5, 10, 20, 30, 50, 75, 100)
+DEFAULT_WINDOW = 40_000
+REFERENCE_SYSTEM = "mempp-paper"
+TOP_ITEMS = 10
+THREAD_VARS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
+
+
+@dataclass(slots=True)
+class RunOptions:
+    """How to score. Nothing here may depend on a question or a category."""
+
+    ks: tuple[int, ...] = DEFAULT_KS
+    sweep: tuple[int, ...] = DEFAULT_SWEEP
+    window: int = DEFAULT_WINDOW
+    style: EvidenceStyle = "headers"
+    rag_limit: int = 50
+    resamples: int = 2000
+    seed: int = 0
+    limit: int | None = None
+    progress: bool = True
+    answer_hook: AnswerHook | None = None
+    answer_systems: tuple[str, ...] = (REFERENCE_SYSTEM,)
+    extra: dict[str, Any] = field(default_factory=dict)  # recorded as is (e.g. the command)
+
+
+def load_benchmark(name: str, root: Path, **options: Any) -> Benchmark:
+    """Dispatch to the benchmark's loader (options are loader keyword arguments)."""
+    if name == "orgmembench":
+        from mempp.bench import orgmembench
+
+        return orgmembench.load(root, **options)
+    if name == "locomo":
+        from mempp.bench import locomo
+
+        return locomo.load(root, **options)
+    if name == "longmemeval":
+        from mempp.bench import longmemeval
+
+        return longmemeval.load(root, **options)
+    raise ValueError(f"unknown benchmark {name!r}")
+
+
+def metric_names(options: RunOptions, benchmark: Benchmark, systems: Sequence[System]) -> list[str]:
+    names = [f"recall@{k}" for k in options.ks] + ["mrr", "ndcg@10", "window", "window_full"]
+    if any(q.gold_groups for q in benchmark.questions):
+        names += [f"session_recall@{k}" for k in options.ks]
+    if any(s.kind == "mempp" for s in systems):
+        names += [f"sweep_recall@{k}" for k in options.sweep]
+        names += [f"sweep_window@{k}" for k in options.sweep]
+    if options.answer_hook is not None:
+        names.append("answer_score")
+    return names
+
+
+def _score(
+    question: Question,
+    result: Retrieved,
+    options: RunOptions,
+    groups: Mapping[tuple[str, str], str | None],
+) -> dict[str, Any]:
+    gold = question.gold
+    row: dict[str, Any] = {"n_gold": len(gold)}
+    # Full context does not rank: its ranking metrics are recorded as missing, not as 0.
+    row.update(dict.fromkeys([f"recall@{k}" for k in options.ks] + ["mrr", "ndcg@10"]))
+    if result.ranked is not None:
+        for k in options.ks:
+            row[f"recall@{k}"] = recall_at(result.ranked, gold, k)
+        row["mrr"] = reciprocal_rank(result.ranked, gold)
+        row["ndcg@10"] = ndcg_at(result.ranked, gold, 10)
+        if question.gold_groups:
+            ranked_groups = [
+                frozenset(g for i in entry if (g := groups.get((question.scope, i))) is not None)
+                for entry in result.ranked
+            ]
+            for k in options.ks:
+                row[f"session_recall@{k}"] = recall_at(ranked_groups, question.gold_groups, k)
+    inside = window_recall(result.window, gold, options.window, result.parts)
+    row["window"], row["window_full"] = inside if inside else (None, None)
+    row["window_entries"] = sum(entry.offset < options.window for entry in result.window)
+    return row
+
+
+def _timing(seconds: list[float]) -> dict[str, float]:
+    if not seconds:
+        return {}
+    data = np.asarray(seconds) * 1000.0
+    return {
+        "total_s": round(float(data.sum()) / 1000.0, 3),
+        "mean_ms": round(float(data.mean()), 2),
+        "p50_ms": round(float(np.percentile(data, 50)), 2),
+        "p95_ms": round(float(np.percentile(data, 95)), 2),
+    }
+
+
+def run(
+    benchmark: Benchmark,
+    systems: Sequence[System],
+    *,
+    embedder: Embedder,
+    cache_dir: Path,
+    options: RunOptions | None = None,
+    spans: TokenSpans | None = None,
+    tokenizer_name: str | None = None,
+) -> dict[str, Any]:
+    """Run ``systems`` on ``benchmark`` and return the results dictionary."""
+    from tqdm import tqdm
+
+    options = options or RunOptions()
+    started_at = datetime.now(UTC).isoformat(timespec="seconds")
+    clock = time.perf_counter()
+    timings: dict[str, Any] = {}
+
+    ingested = cache.ingest(benchmark, embedder, cache_dir, progress=options.progress)
+    timings["ingest_s"] = round(time.perf_counter() - clock, 3)
+    store = open_store(ingested.path)
+    try:
+        if store.encoder() not in (None, (embedder.name, embedder.dim)):
+            raise EncoderMismatch(f"{ingested.path} was filled by another encoder")
+        records_of_scope: dict[str, list[int]] = {}
+        for (scope, _), record in ingested.item_record.items():
+            if record is not None:
+                records_of_scope.setdefault(scope, []).append(record)
+        groups = {(item.scope, item.id): item.group for item in benchmark.items}
+        clock = time.perf_counter()
+        rag = _rag_indexes(benchmark, systems, embedder, ingested.path.parent, spans, options)
+        timings["rag_index_s"] = round(time.perf_counter() - clock, 3)
+        context = _Context(
+            MemppRetriever(store, ingested.record_items),
+            rag,
+            FullContext(store, records_of_scope),
+            ingested.record_items,
+            options,
+        )
+
+        questions = benchmark.questions[: options.limit] if options.limit else benchmark.questions
+        spent: dict[str, list[float]] = {s.name: [] for s in systems}
+        embed_seconds: list[float] = []
+        rows: list[dict[str, Any]] = []
+        needs_vector = any(
+            s.kind == "rag" or (s.settings is not None and s.settings.w_vec > 0) for s in systems
+        )
+        clock = time.perf_counter()
+        bar = tqdm(
+            questions, desc=benchmark.name, unit="q", file=sys.stderr, disable=not options.progress
+        )
+        for question in bar:
+            as_of = parse_as_of(question.as_of)
+            vector = None
+            if needs_vector:
+                tick = time.perf_counter()
+                # One question at a time, as Memory.search embeds it, so vectors are identical.
+                vector = embedder.embed([clean_question(question.text)])[0]
+                embed_seconds.append(time.perf_counter() - tick)
+            for system in systems:
+                result, extra, seconds = _run_one(system, question, vector, as_of, context)
+                spent[system.name].append(seconds)
+                row = {
+                    "question": question.id,
+                    "category": question.category,
+                    "system": system.name,
+                    "as_of": question.as_of,
+                    **_score(question, result, options, groups),
+                    **extra,
+                }
+                if options.answer_hook is not None and system.name in options.answer_systems:
+                    row.update(_answer(options.answer_hook, question, result.evidence))
+                rows.append(row)
+        timings["questions_s"] = round(time.perf_counter() - clock, 3)
+    finally:
+        store.close()
+
+    names = metric_names(options, benchmark, systems)
+    categories = list(benchmark.categories)
+    by_system = {s.name: [r for r in rows if r["system"] == s.name] for s in systems}
+    aggregates = {
+        name: aggregate(
+            system_rows, names, categories, resamples=options.resamples, seed=options.seed
+        )
+        for name, system_rows in by_system.items()
+    }
+    deltas: dict[str, Any] = {}
+    if REFERENCE_SYSTEM in by_system:
+        reference = by_system[REFERENCE_SYSTEM]
+        for name, system_rows in by_system.items():
+            if name == REFERENCE_SYSTEM:
+                continue
+            deltas[name] = {
+                metric: paired_delta(
+                    [r.get(metric) for r in system_rows],
+                    [r.get(metric) for r in reference],
+                    resamples=options.resamples,
+                    seed=options.seed,
+                )
+                for metric in ("window", "recall@10")
+                if any(r.get(metric) is not None for r in system_rows)
+            }
+    timings["query_embedding"] = _timing(embed_seconds)
+    timings["systems"] = {name: _timing(seconds) for name, seconds in spent.items()}
+    timings["total_s"] = round(sum(v for k, v in timings.items() if k.endswith("_s")), 3)
+    from mempp import __version__
+
+    return {
+        "benchmark": benchmark.dataset_info(),
+        "categories": benchmark.categories,
+        "run": {
+            "started": started_at,
+            "mempp_version": __version__,
+            "encoder": {"name": embedder.name, "dim": embedder.dim},
+            "tokenizer": tokenizer_name or TOKENIZER_NAME,
+            "window_chars": options.window,
+            "evidence_style": options.style,
+            "ks": list(options.ks),
+            "sweep": list(options.sweep),
+            "rag_limit": options.rag_limit,
+            "bootstrap": {"resamples": options.resamples, "seed": options.seed, "level": 0.95},
+            "questions_run": len(questions),
+            # Thread settings change encoder speed a lot on a busy machine: record them.
+            "env": {k: os.environ[k] for k in THREAD_VARS if k in os.environ},
+            "limit": options.limit,
+            "cache": {"path": str(ingested.path), "key": ingested.key, **ingested.stats},
+            **options.extra,
+        },
+        "systems": [s.to_dict() for s in systems],
+        "metrics": names,
+        "aggregates": aggregates,
+        "deltas_vs_reference": {"reference": REFERENCE_SYSTEM, "systems": deltas},
+        "timings": timings,
+        "questions": rows,
+    }
+
+
+@dataclass(slots=True)
+class _Context:
+    """What running one system on one question needs."""
+
+    retriever: MemppRetriever
+    rag: dict[int, RagIndex]
+    full: FullContext
+    record_items: Mapping[int, Sequence[str]]
+    options: RunOptions
+
+
+def _run_one(
+    system: System,
+    question: Question,
+    vector: np.ndarray | None,
+    as_of: int | None,
+    context: _Context,
+) -> tuple[Retrieved, dict[str, Any], float]:
+    """One system on one question: its result, extra row fields, and the seconds it took
+    (the k sweep and the question embedding are not counted)."""
+    options = context.options
+    tick = time.perf_counter()
+    extra: dict[str, Any] = {}
+    if system.kind == "mempp":
+        assert system.settings is not None
+        settings = system.settings
+        retriever = context.retriever
+        query_vector = vector if settings.w_vec > 0 else None
+        legs = retriever.legs(question.scope, question.text, query_vector, as_of, settings)
+        hits = retriever.hits(question.scope, legs, as_of, settings, settings.k)
+        result = retriever.retrieved(hits, options.style)
+        seconds = time.perf_counter() - tick
+        extra["top"] = [context.record_items.get(hit.id, ("?",))[0] for hit in hits[:TOP_ITEMS]]
+        extra["legs_fired"] = {leg: len(ids) for leg, ids in legs.as_dict().items() if ids}
+        extra.update(_sweep(retriever, question, legs, as_of, settings, options))
+        return result, extra, seconds
+    if system.kind == "rag":
+        assert vector is not None and system.chunk_tokens is not None
+        index = context.rag[system.chunk_tokens]
+        result = index.retrieve(question.scope, vector, as_of, options.rag_limit)
+        return result, extra, time.perf_counter() - tick
+    result = context.full.retrieve(
+        question.scope, as_of, options.window, context.record_items, options.style
+    )
+    return result, extra, time.perf_counter() - tick
+
+
+def _sweep(
+    retriever: MemppRetriever,
+    question: Question,
+    legs: LegLists,
+    as_of: int | None,
+    settings: Settings,
+    options: RunOptions,
+) -> dict[str, Any]:
+    """Recall of the whole returned list and window recall when the system returns k rows."""
+    out: dict[str, Any] = {}
+    for k in options.sweep:
+        hits = retriever.hits(question.scope, legs, as_of, settings, k)
+        result = retriever.retrieved(hits, options.style)
+        assert result.ranked is not None
+        out[f"sweep_recall@{k}"] = recall_at(result.ranked, question.gold, k)
+        inside = window_recall(result.window, question.gold, options.window)
+        out[f"sweep_window@{k}"] = inside[0] if inside else None
+    return out
+
+
+def _answer(hook: AnswerHook, question: Question, evidence: str) -> dict[str, Any]:
+    """Call the answer/judge hook; a failure is recorded on the row, not fatal to the run."""
+    try:
+        outcome = dict(hook(question, evidence))
+    except Exception as exc:  # an LLM or network failure must not lose the retrieval run
+        return {"answer": {"error": f"{type(exc).__name__}: {exc}"}, "answer_score": None}
+    score = outcome.get("score")
+    numeric = isinstance(score, int | float) and not isinstance(score, bool)
+    return {"answer": outcome, "answer_score": float(score) if numeric else None}
+
+
+def _rag_indexes(
+    benchmark: Benchmark,
+    systems: Sequence[System],
+    embedder: Embedder,
+    directory: Path,
+    spans: TokenSpans | None,
+    options: RunOptions,
+) -> dict[int, RagIndex]:
+    sizes = sorted({s.chunk_tokens for s in systems if s.kind == "rag" and s.chunk_tokens})
+    if not sizes:
+        return {}
+    spans = spans or word_piece_spans()
+    keys = {(item.scope, item.id): date_key(item.date) for item in benchmark.items}
+    # The history in date order; equal dates keep ingest order (sorted() is stable).
+    histories: dict[str, list[tuple[str, str]]] = {}
+    for item in sorted(benchmark.items, key=lambda i: keys[(i.scope, i.id)]):
+        if item.history.strip():
+            histories.setdefault(item.scope, []).append((item.id, item.history))
+    indexes: dict[int, RagIndex] = {}
+    for size in sizes:
+        chunks = {
+            scope: chunk_history(entries, size, spans) for scope, entries in histories.items()
+        }
+        texts = [chunk.text for scope_chunks in chunks.values() for chunk in scope_chunks]
+        vectors = cache.chunk_vectors(
+            directory, f"rag-{size}", texts, embedder, progress=options.progress
+        )
+        by_scope: dict[str, np.ndarray] = {}
+        start = 0
+        for scope, scope_chunks in chunks.items():
+            by_scope[scope] = vectors[start : start + len(scope_chunks)]
+            start += len(scope_chunks)
+        indexes[size] = RagIndex(chunks, by_scope, keys)
+    return indexes
