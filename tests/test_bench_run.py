@@ -23,6 +23,13 @@ from conftest import KeywordEmbedder
 KEYWORDS = ["alpha", "beta", "gamma", "delta", "budget", "launch"]
 
 
+@pytest.fixture(autouse=True)
+def _no_llm_endpoint(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A developer's own endpoint settings must not turn these into LLM runs."""
+    for name in ("MEMPP_LLM_BASE_URL", "MEMPP_LLM_MODEL", "MEMPP_LLM_API_KEY", "MEMPP_LLM_CACHE"):
+        monkeypatch.delenv(name, raising=False)
+
+
 def _conversation(turns: list[tuple[str, str, str]], qa: list[dict[str, Any]]) -> dict[str, Any]:
     sessions: dict[str, Any] = {"speaker_a": "Ana", "speaker_b": "Ben", "qa": qa}
     dates = {"1": "1:00 pm on 8 May, 2023", "2": "9:30 am on 9 June, 2023"}

@@ -1,8 +1,13 @@
-"""``mempp bench``: the command line of the retrieval benchmarks.
+"""``mempp bench``: the command line of the benchmarks.
 
 ``add_parser(subparsers)`` registers the ``bench`` sub-command on any argparse subparsers
-object and ``run(args)`` executes it, returning an exit code: 0 success, 1 data missing or
-another operational error, 2 bad option. ``python -m mempp.bench ...`` runs it stand-alone.
+object and ``run(args)`` executes it, returning an exit code: 0 success, 1 data missing,
+the LLM endpoint failing, or another operational error, 2 bad option. ``python -m mempp.bench
+...`` runs it stand-alone.
+
+Retrieval is always scored. The answer + judge step and the LLM ablations run only when an
+endpoint is configured (``--llm-base-url`` or ``MEMPP_LLM_BASE_URL``); otherwise one line says
+the run is retrieval-only.
 """
 
 from __future__ import annotations
@@ -25,11 +30,13 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Register ``bench`` on an ``argparse`` subparsers object and return its parser."""
     parser = subparsers.add_parser(
         "bench",
-        help="retrieval benchmarks (OrgMemBench, LoCoMo, LongMemEval_S), no LLM",
+        help="benchmarks (OrgMemBench, LoCoMo, LongMemEval_S): retrieval, and answers with an LLM",
         description=(
             "Score gold-evidence retrieval of mempp and baselines on a benchmark: recall@k, "
             "MRR, nDCG@10 and recall inside the answer window, per category, with bootstrap "
-            "intervals. Writes results.json, results.md and PNG plots to --out."
+            "intervals. With an LLM endpoint (--llm-base-url or $MEMPP_LLM_BASE_URL) also "
+            "answer the questions and grade the answers with the benchmark's judge. Writes "
+            "results.json, results.md and PNG plots to --out."
         ),
     )
     parser.add_argument("benchmark", choices=BENCHMARKS)
@@ -46,7 +53,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         metavar="NAME",
         help="systems to run, space or comma separated (default: all): mempp-paper "
         "mempp-default no-lex no-tag no-vec no-recency bm25 vector rag-512 rag-2048 rag-4096 "
-        "full-context, or mempp:<preset>, rag-<N>",
+        "full-context, or mempp:<preset>, rag-<N>; with an LLM endpoint also the ablations "
+        "mempp-consolidated and mempp-graph (only when named)",
     )
     parser.add_argument("--out", type=Path, default=None, help="default: bench-out/<benchmark>")
     parser.add_argument(
@@ -98,7 +106,51 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         nargs="+",
         default=None,
         metavar="NAME",
-        help="systems the answer hook runs for (default: mempp-paper)",
+        help="systems answered (and judged) per question (default: mempp-paper, "
+        "mempp-default and any LLM ablation run)",
+    )
+    llm = parser.add_argument_group(
+        "answer and judge (only with an LLM endpoint; without one the run is retrieval-only)"
+    )
+    llm.add_argument(
+        "--llm-base-url",
+        default=None,
+        metavar="URL",
+        help="OpenAI-compatible API root incl. /v1 (default: $MEMPP_LLM_BASE_URL); "
+        "the key is read from $MEMPP_LLM_API_KEY",
+    )
+    llm.add_argument(
+        "--answer-model", default=None, metavar="NAME", help="default: $MEMPP_LLM_MODEL"
+    )
+    llm.add_argument(
+        "--judge-model", default=None, metavar="NAME", help="default: the answer model"
+    )
+    llm.add_argument(
+        "--memory-model",
+        default=None,
+        metavar="NAME",
+        help="model of the LLM ablations (consolidation, graph extraction, graph entities); "
+        "default: the answer model",
+    )
+    llm.add_argument(
+        "--judge-runs",
+        type=int,
+        default=3,
+        metavar="N",
+        help="OrgMemBench rubric judge runs per answer (default 3; mean and sd reported)",
+    )
+    llm.add_argument(
+        "--llm-concurrency",
+        type=int,
+        default=4,
+        metavar="N",
+        help="questions (and LLM requests) in flight at once (default 4)",
+    )
+    llm.add_argument(
+        "--graph-paper",
+        action="store_true",
+        help="mempp-graph as in the paper: undated triples, no as-of filter "
+        "(default: dated triples that obey the as-of date)",
     )
     parser.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
     parser.add_argument("--quiet", action="store_true", help="no progress bars")
@@ -157,7 +209,7 @@ def _fail(message: str) -> None:
 
 
 def _run(args: argparse.Namespace, embedder: Any, spans: Any) -> int:
-    from mempp.bench import report, systems
+    from mempp.bench import llm_eval, report, systems
     from mempp.bench.runner import DEFAULT_KS, DEFAULT_SWEEP, RunOptions, load_benchmark
     from mempp.bench.runner import run as run_benchmark
 
@@ -168,8 +220,31 @@ def _run(args: argparse.Namespace, embedder: Any, spans: Any) -> int:
         raise InvalidInput("--k needs at least one cut-off >= 1")
     if args.window < 1 or (args.limit is not None and args.limit < 1) or args.resamples < 0:
         raise InvalidInput("--window and --limit must be >= 1, --resamples >= 0")
-    chosen = systems.select(args.benchmark, _words(args.systems), rag_sizes)
+    if args.judge_runs < 1 or args.llm_concurrency < 1:
+        raise InvalidInput("--judge-runs and --llm-concurrency must be >= 1")
+    llm_options = llm_eval.LLMOptions.resolve(
+        base_url=args.llm_base_url,
+        answer_model=args.answer_model,
+        judge_model=args.judge_model,
+        memory_model=args.memory_model,
+        judge_runs=args.judge_runs,
+        concurrency=args.llm_concurrency,
+    )
+    chosen = systems.select(
+        args.benchmark,
+        _words(args.systems),
+        rag_sizes,
+        llm=llm_options is not None,
+        graph_dated=not args.graph_paper,
+    )
     hook = _load_hook(args.answer_hook) if args.answer_hook else None
+    requested = tuple(_words(args.answer_systems)) or None
+    unknown = [n for n in requested or () if n not in {s.name for s in chosen}]
+    if unknown:
+        raise InvalidInput(
+            f"--answer-systems {', '.join(unknown)}: not among the systems run (--systems)"
+        )
+    answered = llm_eval.answered_systems(requested, chosen)
 
     root = args.data if args.data is not None else default_data_root()
     options: dict[str, Any] = {}
@@ -183,6 +258,7 @@ def _run(args: argparse.Namespace, embedder: Any, spans: Any) -> int:
     started = time.perf_counter()
     benchmark = load_benchmark(args.benchmark, root, **options)
     load_seconds = time.perf_counter() - started
+    print(_llm_status(llm_options, hook is not None, args, answered, chosen), file=sys.stderr)
 
     if embedder is None:
         from mempp.encoders import default_embedder
@@ -198,7 +274,8 @@ def _run(args: argparse.Namespace, embedder: Any, spans: Any) -> int:
         limit=args.limit,
         progress=not args.quiet,
         answer_hook=hook,
-        answer_systems=tuple(_words(args.answer_systems)) or ("mempp-paper",),
+        answer_systems=answered,
+        llm=llm_options,
         extra={
             "options": {
                 key: str(value) if isinstance(value, Path) else value
@@ -220,7 +297,43 @@ def _run(args: argparse.Namespace, embedder: Any, spans: Any) -> int:
     written = report.write(results, out, plots=not args.no_plots)
     print(report.markdown(results))
     print(f"wrote {', '.join(str(p) for p in written)}", file=sys.stderr)
+    aborted = results.get("llm", {}).get("aborted")
+    if aborted:
+        # The retrieval figures are written; the answers are incomplete, so say it and fail.
+        _fail(f"answer + judge stopped early ({aborted}); rerun to finish (replies are cached)")
+        return EXIT_ERROR
     return EXIT_OK
+
+
+def _llm_status(
+    options: Any, hook: bool, args: argparse.Namespace, answered: tuple[str, ...], chosen: Any
+) -> str:
+    """The one line saying what the run does beyond retrieval."""
+    from mempp.bench import llm_eval
+
+    if options is None:
+        if hook:
+            return f"mempp bench: answers from the hook {args.answer_hook}; no LLM endpoint"
+        return (
+            "mempp bench: no LLM endpoint (--llm-base-url or MEMPP_LLM_BASE_URL): "
+            "retrieval only, no answers or judge scores"
+        )
+    if hook:
+        return (
+            f"mempp bench: answers from the hook {args.answer_hook}; the endpoint "
+            f"{options.base_url} serves the LLM ablations only"
+        )
+    runs = f", {options.judge_runs} judge runs" if args.benchmark == "orgmembench" else ""
+    calls = sum(
+        llm_eval.calls_per_question(args.benchmark, s, options.judge_runs)
+        for s in chosen
+        if s.name in answered
+    )
+    return (
+        f"mempp bench: answer + judge at {options.base_url} (answer {options.answer_model}, "
+        f"judge {options.judge}{runs}) for {', '.join(answered)}: up to {calls} calls per "
+        "question, cached replies are free"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

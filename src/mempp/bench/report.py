@@ -72,7 +72,12 @@ def markdown(results: Mapping[str, Any]) -> str:
     lines += _table(header, rows)
 
     counts = _category_counts(results)
-    for metric, title in (("window", "Window recall"), ("recall@10", "Recall@10")):
+    per_category = [("window", "Window recall"), ("recall@10", "Recall@10")]
+    llm = results.get("llm") or {}
+    if llm.get("answers"):
+        lines += _answer_section(results, llm)
+        per_category.append(("answer_score", "Answer score"))
+    for metric, title in per_category:
         lines += ["", f"### {title} by category", ""]
         header = ["system", "overall"] + [
             f"{code} {name} (n={counts.get(code, 0)})"
@@ -83,6 +88,8 @@ def markdown(results: Mapping[str, Any]) -> str:
         rows = []
         for name in systems:
             agg = aggregates[name]
+            if metric == "answer_score" and metric not in agg["overall"]:
+                continue  # a system that was not answered
             row = [name, _cell(agg["overall"].get(metric), ci=True)]
             row += [_cell(agg["by_category"][code].get(metric)) for code in categories]
             rows.append(row)
@@ -122,7 +129,8 @@ def markdown(results: Mapping[str, Any]) -> str:
         ]
         lines += _table(["system", "Δ window", "Δ R@10"], rows)
 
-    if any("answer_score" in aggregates[n]["overall"] for n in systems):
+    hooked = not llm.get("answers")
+    if hooked and any("answer_score" in aggregates[n]["overall"] for n in systems):
         lines += ["", "### Answer score (hook)", ""]
         rows = [
             [name, _cell(aggregates[name]["overall"].get("answer_score"), ci=True)]
@@ -138,6 +146,103 @@ def markdown(results: Mapping[str, Any]) -> str:
         "",
     ]
     return "\n".join(lines)
+
+
+def _num(value: float | None, digits: int = 1) -> str:
+    return "–" if value is None else f"{value:.{digits}f}"
+
+
+def _answer_section(results: Mapping[str, Any], llm: Mapping[str, Any]) -> list[str]:
+    """The answer + judge tables: scores on 0-100, failures counted, never averaged in."""
+    settings = llm["settings"]
+    benchmark = results["benchmark"]["name"]
+    aggregates = results["aggregates"]
+    deltas = results.get("deltas_vs_reference", {})
+    reference = deltas.get("reference")
+    if reference not in llm["answers"]:
+        reference = None  # no answers to compare with
+    usage = llm.get("usage") or {}
+    calls = ", ".join(
+        f"{role} {u.get('requests', 0)} requests ({u.get('cache_hits', 0)} cached)"
+        for role, u in usage.items()
+    )
+    judge = f"judge `{settings['judge_model']}`"
+    if benchmark == "orgmembench":
+        judge += f", rubric, {settings['judge_runs']} run(s) at temperature 0"
+        metric = "rubric score (0-100), mean over judge runs ± sd across runs"
+    elif benchmark == "locomo":
+        judge += ", CORRECT/WRONG at temperature 0"
+        metric = "% CORRECT; token F1 and BLEU-1 against the gold answer"
+    else:
+        judge += ", yes/no by question type at temperature 0"
+        metric = "% judged correct"
+    lines = [
+        "",
+        "### Answer and judge",
+        "",
+        f"- answerer `{settings['answer_model']}` (OrgMemBench basic answerer, first "
+        f"{llm['answer_window_chars']:,} characters of the evidence); {judge}; "
+        f"endpoint `{settings['base_url']}`",
+        f"- score: {metric}; [95% bootstrap CI over questions]; failed answers or judgements "
+        "are counted as failures, not as 0",
+    ]
+    if calls:
+        lines.append(f"- LLM calls this run: {calls}")
+    if llm.get("aborted"):
+        lines.append(f"- **stopped early**: {llm['aborted']}")
+    lines.append("")
+    header = ["system", "score", "95% CI"]
+    if benchmark == "orgmembench":
+        header.append("± sd over judge runs")
+    if benchmark == "locomo":
+        header += ["F1", "BLEU-1"]
+    header += ["scored", "answer failures", "judge failures", "not attempted"]
+    if reference:
+        header.append(f"Δ vs {reference}")
+    rows = []
+    for name, summary in llm["answers"].items():
+        overall = aggregates.get(name, {}).get("overall", {}).get("answer_score") or {}
+        interval = (
+            f"[{_pct(overall['lo'])}, {_pct(overall['hi'])}]"
+            if overall.get("lo") is not None
+            else "–"
+        )
+        row = [name, _num(summary.get("score")), interval]
+        if benchmark == "orgmembench":
+            row.append(_num(summary.get("sd")))
+        if benchmark == "locomo":
+            row += [_num(summary.get("f1")), _num(summary.get("bleu1"))]
+        row += [
+            f"{summary['scored']}/{summary['questions']}",
+            str(summary["answer_failures"]),
+            str(summary["judge_failures"]),
+            str(summary["not_attempted"]),
+        ]
+        if reference:
+            delta = deltas.get("systems", {}).get(name, {}).get("answer_score")
+            row.append("–" if name == reference else _delta(delta))
+        rows.append(row)
+    lines += _table(header, rows)
+    consolidation, graph = llm.get("consolidation"), llm.get("graph")
+    if consolidation or graph:
+        lines += ["", "LLM ablations:", ""]
+    if consolidation:
+        labels = ", ".join(f"{n} {label}" for label, n in consolidation["labels"].items())
+        lines.append(
+            f"- mempp-consolidated: `{consolidation['model']}`, threshold "
+            f"{consolidation['threshold']}, {consolidation['scopes']} scope(s), "
+            f"{consolidation['rows']} rows, {consolidation['groups']} groups ({labels or 'none'}, "
+            f"{consolidation['failures']} failed); superseded {consolidation['superseded']}, "
+            f"archived {consolidation['archived']}, merged {consolidation['merged']}; "
+            f"{'reused' if consolidation['reused'] else 'built now'}"
+        )
+    if graph:
+        lines.append(
+            f"- mempp-graph: `{graph['model']}`, {graph['pending']} row(s) extracted this run "
+            f"({graph['triples_now']} triples, {graph['failures']} failed); "
+            f"{'reused' if graph['reused'] else 'extended now'}"
+        )
+    return lines
 
 
 def _delta(summary: Mapping[str, Any] | None) -> str:

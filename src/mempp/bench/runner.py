@@ -1,11 +1,17 @@
 """One benchmark run: load, ingest (or reuse), run every system on every question, score.
 
 The result is a plain JSON-able dictionary (see ``docs/benchmarks.md``); ``report`` writes it
-out. No language model is called. Where an answer + judge step is wanted, pass an
-``AnswerHook``: it is called per question for the systems named in ``answer_systems`` with the
-question and the system's rendered evidence (uncut: the answerer applies its own window, as the
-OrgMemBench harness does), and whatever mapping it returns is stored in the question's row (a
-numeric ``"score"`` is also aggregated as ``answer_score``).
+out. Without ``RunOptions.llm`` no language model is called. Answers can come from two places,
+for the systems named in ``answer_systems`` (default: the paper preset, ``mempp-default`` and
+any LLM ablation run):
+
+* ``RunOptions.llm`` (an endpoint): the built-in answer + judge step of
+  :mod:`mempp.bench.llm_eval`, run after retrieval, questions in parallel; the LLM ablations
+  (``mempp-consolidated``, ``mempp-graph``, :mod:`mempp.bench.ablations`) need it too.
+* an ``AnswerHook``, called per question with the question and the system's rendered evidence
+  (uncut: the answerer applies its own window, as the OrgMemBench harness does); whatever
+  mapping it returns is stored in the question's row (a numeric ``"score"`` is also aggregated
+  as ``answer_score``). A hook replaces the built-in answer + judge step.
 """
 
 from __future__ import annotations
@@ -21,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from mempp.bench import cache
+from mempp.bench import ablations, cache, llm_eval
 from mempp.bench.aggregate import aggregate, paired_delta
 from mempp.bench.chunking import TOKENIZER_NAME, TokenSpans, chunk_history, word_piece_spans
 from mempp.bench.datasets import Benchmark, Question
@@ -37,11 +43,11 @@ from mempp.bench.retrieve import (
 from mempp.bench.systems import System
 from mempp.dates import parse_as_of
 from mempp.encoders import Embedder
-from mempp.errors import EncoderMismatch
+from mempp.errors import EncoderMismatch, InvalidInput
 from mempp.evidence import EvidenceStyle
 from mempp.retrieval import LegLists
 from mempp.settings import Settings
-from mempp.store import open_store
+from mempp.store import Store, open_store
 
 AnswerHook = Callable[[Question, str], Mapping[str, Any]]
 
@@ -67,8 +73,15 @@ class RunOptions:
     limit: int | None = None
     progress: bool = True
     answer_hook: AnswerHook | None = None
-    answer_systems: tuple[str, ...] = (REFERENCE_SYSTEM,)
+    # None: the paper preset, mempp-default and any LLM ablation run (see llm_eval).
+    answer_systems: tuple[str, ...] | None = None
+    llm: llm_eval.LLMOptions | None = None  # an endpoint: answer + judge, LLM ablations
     extra: dict[str, Any] = field(default_factory=dict)  # recorded as is (e.g. the command)
+
+    @property
+    def judges(self) -> bool:
+        """Whether the built-in answer + judge step runs (an endpoint, and no hook)."""
+        return self.llm is not None and self.answer_hook is None
 
 
 def load_benchmark(name: str, root: Path, **options: Any) -> Benchmark:
@@ -95,8 +108,10 @@ def metric_names(options: RunOptions, benchmark: Benchmark, systems: Sequence[Sy
     if any(s.kind == "mempp" for s in systems):
         names += [f"sweep_recall@{k}" for k in options.sweep]
         names += [f"sweep_window@{k}" for k in options.sweep]
-    if options.answer_hook is not None:
+    if options.answer_hook is not None or options.judges:
         names.append("answer_score")
+    if options.judges and benchmark.name == "locomo":
+        names += ["answer_f1", "answer_bleu1"]
     return names
 
 
@@ -157,11 +172,20 @@ def run(
     started_at = datetime.now(UTC).isoformat(timespec="seconds")
     clock = time.perf_counter()
     timings: dict[str, Any] = {}
+    if options.llm is None and any(s.ablation for s in systems):
+        names = ", ".join(s.name for s in systems if s.ablation)
+        raise InvalidInput(f"{names}: LLM ablations need RunOptions.llm (an endpoint)")
+    questions = benchmark.questions[: options.limit] if options.limit else benchmark.questions
+    answered = llm_eval.answered_systems(options.answer_systems, systems)
 
     ingested = cache.ingest(benchmark, embedder, cache_dir, progress=options.progress)
     timings["ingest_s"] = round(time.perf_counter() - clock, 3)
-    store = open_store(ingested.path)
+    clients = llm_eval.BenchClients(options.llm, cache_dir) if options.llm is not None else None
+    stores: list[Store] = []
+    llm_info: dict[str, Any] = {}
     try:
+        store = open_store(ingested.path)
+        stores.append(store)
         if store.encoder() not in (None, (embedder.name, embedder.dim)):
             raise EncoderMismatch(f"{ingested.path} was filled by another encoder")
         records_of_scope: dict[str, list[int]] = {}
@@ -172,18 +196,49 @@ def run(
         clock = time.perf_counter()
         rag = _rag_indexes(benchmark, systems, embedder, ingested.path.parent, spans, options)
         timings["rag_index_s"] = round(time.perf_counter() - clock, 3)
+        retrievers: dict[str | None, MemppRetriever] = {
+            None: MemppRetriever(store, ingested.record_items)
+        }
+        graph_store: Store | None = None
+        if clients is not None:
+            # The ablations get their own copies of the store; the one above is never written.
+            scopes = list(dict.fromkeys(q.scope for q in questions))
+            width = clients.options.concurrency
+            if any(s.ablation == "consolidated" for s in systems):
+                clock = time.perf_counter()
+                consolidated = ablations.consolidated_store(
+                    ingested,
+                    scopes,
+                    clients.memory,
+                    embedder,
+                    max_workers=width,
+                    progress=options.progress,
+                )
+                timings["consolidation_s"] = round(time.perf_counter() - clock, 3)
+                stores.append(open_store(consolidated.path))
+                retrievers["consolidated"] = MemppRetriever(stores[-1], consolidated.record_items)
+                llm_info["consolidation"] = consolidated.to_dict()
+            if any(s.ablation == "graph" for s in systems):
+                clock = time.perf_counter()
+                graph = ablations.graph_store(
+                    ingested, scopes, clients.memory, max_workers=width, progress=options.progress
+                )
+                timings["graph_extraction_s"] = round(time.perf_counter() - clock, 3)
+                graph_store = open_store(graph.path)
+                stores.append(graph_store)
+                llm_info["graph"] = graph.to_dict()
         context = _Context(
-            MemppRetriever(store, ingested.record_items),
+            retrievers,
             rag,
             FullContext(store, records_of_scope),
             ingested.record_items,
             options,
         )
 
-        questions = benchmark.questions[: options.limit] if options.limit else benchmark.questions
         spent: dict[str, list[float]] = {s.name: [] for s in systems}
         embed_seconds: list[float] = []
         rows: list[dict[str, Any]] = []
+        tasks: list[llm_eval.AnswerTask] = []
         needs_vector = any(
             s.kind == "rag" or (s.settings is not None and s.settings.w_vec > 0) for s in systems
         )
@@ -210,12 +265,48 @@ def run(
                     **_score(question, result, options, groups),
                     **extra,
                 }
-                if options.answer_hook is not None and system.name in options.answer_systems:
-                    row.update(_answer(options.answer_hook, question, result.evidence))
+                if system.name in answered:
+                    if options.answer_hook is not None:
+                        row.update(_answer(options.answer_hook, question, result.evidence))
+                    elif options.judges:
+                        # Only what the answerer keeps: the harness strips the context and
+                        # slices its first `window` characters (evidence starts with a header).
+                        text = result.evidence.lstrip()[: options.window]
+                        tasks.append(llm_eval.AnswerTask(len(rows), question, system, text))
                 rows.append(row)
         timings["questions_s"] = round(time.perf_counter() - clock, 3)
+
+        if clients is not None and options.judges:
+            clock = time.perf_counter()
+            judge = llm_eval.AnswerJudge(
+                benchmark, clients, window=options.window, graph_store=graph_store
+            )
+            outcomes = judge.run(tasks, progress=options.progress)
+            for outcome in outcomes:
+                rows[outcome.task.row].update(outcome.update)
+            timings["answer_judge_s"] = round(time.perf_counter() - clock, 3)
+            llm_info["answers"] = {
+                name: llm_eval.summarize(
+                    benchmark.name,
+                    benchmark.categories,
+                    [o for o in outcomes if o.task.system.name == name],
+                )
+                for name in answered
+                if any(s.name == name for s in systems)
+            }
+            llm_info["aborted"] = judge.abort_reason
+            llm_info["calls_per_question"] = {
+                s.name: llm_eval.calls_per_question(benchmark.name, s, clients.options.judge_runs)
+                for s in systems
+                if s.name in answered
+            }
+        if clients is not None:
+            llm_info["usage"] = clients.usage()
     finally:
-        store.close()
+        for open_one in stores:
+            open_one.close()
+        if clients is not None:
+            clients.close()
 
     names = metric_names(options, benchmark, systems)
     categories = list(benchmark.categories)
@@ -239,14 +330,27 @@ def run(
                     resamples=options.resamples,
                     seed=options.seed,
                 )
-                for metric in ("window", "recall@10")
+                for metric in ("window", "recall@10", "answer_score")
                 if any(r.get(metric) is not None for r in system_rows)
+                and any(r.get(metric) is not None for r in reference)
             }
     timings["query_embedding"] = _timing(embed_seconds)
     timings["systems"] = {name: _timing(seconds) for name, seconds in spent.items()}
     timings["total_s"] = round(sum(v for k, v in timings.items() if k.endswith("_s")), 3)
     from mempp import __version__
 
+    if options.llm is None:
+        llm_section: dict[str, Any] = {"enabled": False}
+    else:
+        llm_section = {
+            "enabled": True,
+            "judged": options.judges,
+            "settings": options.llm.to_dict(),
+            "answer_window_chars": options.window,
+            "cache": str(cache_dir / llm_eval.CACHE_FILE),
+            "answered_systems": [n for n in answered if n in by_system],
+            **llm_info,
+        }
     return {
         "benchmark": benchmark.dataset_info(),
         "categories": benchmark.categories,
@@ -272,6 +376,7 @@ def run(
         "metrics": names,
         "aggregates": aggregates,
         "deltas_vs_reference": {"reference": REFERENCE_SYSTEM, "systems": deltas},
+        "llm": llm_section,
         "timings": timings,
         "questions": rows,
     }
@@ -279,9 +384,10 @@ def run(
 
 @dataclass(slots=True)
 class _Context:
-    """What running one system on one question needs."""
+    """What running one system on one question needs. ``retrievers[None]`` reads the
+    benchmark store; ``retrievers["consolidated"]`` its consolidated copy."""
 
-    retriever: MemppRetriever
+    retrievers: dict[str | None, MemppRetriever]
     rag: dict[int, RagIndex]
     full: FullContext
     record_items: Mapping[int, Sequence[str]]
@@ -303,13 +409,18 @@ def _run_one(
     if system.kind == "mempp":
         assert system.settings is not None
         settings = system.settings
-        retriever = context.retriever
+        # Mem^g++ retrieves the paper preset's rows from the benchmark store (its graph facts
+        # come with the answer); mempp-consolidated reads the consolidated copy.
+        retriever = context.retrievers[
+            "consolidated" if system.ablation == "consolidated" else None
+        ]
         query_vector = vector if settings.w_vec > 0 else None
         legs = retriever.legs(question.scope, question.text, query_vector, as_of, settings)
         hits = retriever.hits(question.scope, legs, as_of, settings, settings.k)
         result = retriever.retrieved(hits, options.style)
         seconds = time.perf_counter() - tick
-        extra["top"] = [context.record_items.get(hit.id, ("?",))[0] for hit in hits[:TOP_ITEMS]]
+        items = retriever.record_items
+        extra["top"] = [(items.get(hit.id) or ("?",))[0] for hit in hits[:TOP_ITEMS]]
         extra["legs_fired"] = {leg: len(ids) for leg, ids in legs.as_dict().items() if ids}
         extra.update(_sweep(retriever, question, legs, as_of, settings, options))
         return result, extra, seconds

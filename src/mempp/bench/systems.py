@@ -12,6 +12,14 @@
   the same encoder.
 * ``full-context``: the history in date order, read up to the answer window.
 * ``mempp:<preset>``: any other library preset, by name.
+
+Two LLM ablations exist only when an LLM endpoint is configured, and run only when named
+(they cost calls per stored row; see ``mempp.bench.ablations``):
+
+* ``mempp-consolidated``: the paper preset searched over a copy of the store consolidated once
+  (``mempp.consolidate``, threshold 0.85).
+* ``mempp-graph``: Mem^g++, the paper preset plus at most 5 entity-graph facts per question
+  (``mempp.graph``); dated triples by default, the paper's undated ones with ``graph_dated=False``.
 """
 
 from __future__ import annotations
@@ -23,7 +31,16 @@ from mempp.errors import InvalidInput
 from mempp.settings import Settings, preset
 
 Kind = Literal["mempp", "rag", "full"]
+Ablation = Literal["consolidated", "graph"]
 DEFAULT_RAG_SIZES = (512, 2048, 4096)
+CONSOLIDATED = "mempp-consolidated"
+GRAPH = "mempp-graph"
+LLM_SYSTEMS = (CONSOLIDATED, GRAPH)
+CONSOLIDATION_THRESHOLD = 0.85  # the paper's tau (and mempp.consolidate's default)
+NEEDS_ENDPOINT = (
+    "needs an LLM endpoint (pass --llm-base-url or set MEMPP_LLM_BASE_URL); "
+    "without one the harness is retrieval-only"
+)
 
 BM25_ONLY = Settings(
     w_lex=1.0,
@@ -44,15 +61,26 @@ class System:
     description: str
     settings: Settings | None = None
     chunk_tokens: int | None = None
+    # LLM ablations of the paper preset: searched over a consolidated copy of the store, or
+    # with entity-graph facts appended to the evidence (dated triples unless graph_dated=False).
+    ablation: Ablation | None = None
+    graph_dated: bool = True
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "name": self.name,
             "kind": self.kind,
             "description": self.description,
             "settings": self.settings.to_dict() if self.settings else None,
             "chunk_tokens": self.chunk_tokens,
         }
+        if self.ablation is not None:
+            out["ablation"] = self.ablation
+            if self.ablation == "consolidated":
+                out["consolidation_threshold"] = CONSOLIDATION_THRESHOLD
+            else:
+                out["graph_dated"] = self.graph_dated
+        return out
 
 
 def paper_preset_name(benchmark: str) -> str:
@@ -83,13 +111,50 @@ def catalogue(benchmark: str, rag_sizes: tuple[int, ...] = DEFAULT_RAG_SIZES) ->
     return systems
 
 
+def llm_systems(benchmark: str, *, graph_dated: bool = True) -> list[System]:
+    """The LLM ablations of ``benchmark``'s paper preset (available only with an endpoint)."""
+    paper_name = paper_preset_name(benchmark)
+    paper = preset(paper_name)
+    mode = "dated triples" if graph_dated else "undated triples, as in the paper"
+    return [
+        System(
+            CONSOLIDATED,
+            "mempp",
+            f"{paper_name} over a copy of the store consolidated once "
+            f"(threshold {CONSOLIDATION_THRESHOLD})",
+            paper,
+            ablation="consolidated",
+        ),
+        System(
+            GRAPH,
+            "mempp",
+            f"{paper_name} + Mem^g++ entity-graph facts ({mode})",
+            paper,
+            ablation="graph",
+            graph_dated=graph_dated,
+        ),
+    ]
+
+
 def select(
-    benchmark: str, names: list[str] | None, rag_sizes: tuple[int, ...] = DEFAULT_RAG_SIZES
+    benchmark: str,
+    names: list[str] | None,
+    rag_sizes: tuple[int, ...] = DEFAULT_RAG_SIZES,
+    *,
+    llm: bool = False,
+    graph_dated: bool = True,
 ) -> list[System]:
-    """The systems named (all standard ones when ``names`` is empty), in catalogue order."""
+    """The systems named (all standard ones when ``names`` is empty), in the order named.
+
+    ``llm`` says whether an LLM endpoint is configured: only then are the LLM ablations
+    (``mempp-consolidated``, ``mempp-graph``) available, and even then only when named, since
+    they cost LLM calls per stored row.
+    """
     known = catalogue(benchmark, rag_sizes)
     if not names:
         return known
+    if llm:
+        known += llm_systems(benchmark, graph_dated=graph_dated)
     by_name = {s.name: s for s in known}
     chosen: list[System] = []
     for name in names:
@@ -100,6 +165,8 @@ def select(
         elif name.startswith("rag-") and name[4:].isdigit() and int(name[4:]) > 0:
             n = int(name[4:])
             system = System(name, "rag", f"{n}-token chunks of the dated history, cosine", None, n)
+        elif name in LLM_SYSTEMS:
+            raise InvalidInput(f"system {name!r} {NEEDS_ENDPOINT}")
         else:
             valid = ", ".join([*by_name, "mempp:<preset>", "rag-<N>"])
             raise InvalidInput(f"unknown system {name!r} (choose from: {valid})")
