@@ -50,12 +50,12 @@ def word_tokens(text: str) -> list[str]:
 
 def lexical_query(question: str, settings: Settings) -> LexicalQuery:
     tokens = word_tokens(question)
-    if settings.lexical_mode == "conjunctive":
+    if settings.lexical_mode == "conjunctive" or settings.stop_words == "english":
         terms = _unique(t for t in tokens if t not in ENGLISH_STOP_WORDS)
     else:
         terms = _unique(t for t in tokens if len(t) >= 3 and t not in SHORT_STOP_WORDS)
-        if settings.max_terms is not None:
-            terms = terms[: settings.max_terms]
+    if settings.lexical_mode == "disjunctive" and settings.max_terms is not None:
+        terms = terms[: settings.max_terms]
     return LexicalQuery(tuple(terms), settings.lexical_mode)
 
 
