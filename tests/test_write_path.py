@@ -122,6 +122,9 @@ def test_bad_inputs_are_clear_errors(keyword_memory) -> None:
         keyword_memory.add("x\x00y")
     with pytest.raises(InvalidInput):
         Document.create("x", author=5)  # type: ignore[arg-type]
+    for field in ({"author": "a\x00"}, {"source": "s\x00"}, {"tags": ["t\x00"]}):
+        with pytest.raises(InvalidInput, match="NUL"):
+            keyword_memory.add("x", **field)
     assert len(keyword_memory) == 0
 
 

@@ -53,8 +53,8 @@ class Memory:
         embedder: Embedder | None = None,
         settings: Settings | str = "default",
     ) -> None:
-        if not isinstance(scope, str) or not scope.strip():
-            raise InvalidInput("scope must be a non-empty string")
+        if not isinstance(scope, str) or not scope.strip() or "\x00" in scope:
+            raise InvalidInput("scope must be a non-empty string without NUL characters")
         self.scope = scope
         self.settings = _resolve_settings(settings)
         self._embedder = embedder

@@ -54,12 +54,17 @@ class Document:
             raise InvalidInput(f"author must be a string, got {type(author).__name__}")
         if source is not None and not isinstance(source, str):
             raise InvalidInput(f"source must be a string, got {type(source).__name__}")
+        for name, value in (("author", author), ("source", source)):
+            if value is not None and "\x00" in value:
+                raise InvalidInput(f"{name} contains a NUL character")
         if isinstance(tags, str):
             raise InvalidInput("tags must be a list of strings, not one string")
         clean_tags: list[str] = []
         for tag in tags:
             if not isinstance(tag, str):
                 raise InvalidInput(f"every tag must be a string, got {type(tag).__name__}")
+            if "\x00" in tag:
+                raise InvalidInput("a tag contains a NUL character")
             if tag.strip() and tag.strip() not in clean_tags:
                 clean_tags.append(tag.strip())
         author = author.strip() or None if author is not None else None

@@ -67,7 +67,8 @@ class Store(Protocol):
         ...
 
     def nearest(self, scope: str, vector: np.ndarray, as_of: int | None, limit: int) -> list[int]:
-        """Vector leg: exact cosine ranking of in-scope rows (best first)."""
+        """Vector leg: cosine ranking of in-scope rows (best first). Exact in SQLite; in
+        PostgreSQL exact up to 10,000 eligible rows, an HNSW walk above."""
         ...
 
     def recency_keys(self, scope: str, ids: Collection[int]) -> dict[int, int]:

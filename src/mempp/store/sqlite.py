@@ -541,7 +541,9 @@ class SQLiteStore:
         date_condition = "" if as_of is None else " AND r.event_key <= :as_of"
         with self._lock:
             rows = self._conn.execute(
-                f"""SELECT r.id FROM record_tags t JOIN records r ON r.id = t.record_id
+                # CROSS JOIN fixes the join order (labels first): without planner statistics
+                # SQLite would otherwise visit every row of the scope.
+                f"""SELECT r.id FROM record_tags t CROSS JOIN records r ON r.id = t.record_id
                     WHERE t.label IN (SELECT value FROM json_each(:labels))
                       AND r.scope = :scope AND r.state = 'active'{date_condition}
                     GROUP BY r.id ORDER BY count(*) DESC, r.id DESC LIMIT :limit""",
