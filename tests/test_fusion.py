@@ -76,6 +76,7 @@ def test_reserve_falls_back_to_unmatched_rows() -> None:
 
 def test_reserve_zero_and_k_smaller_than_reserve() -> None:
     fused = [Fused(i, 1.0 / i) for i in range(1, 6)]
+
     def no_keys(row: int) -> int:
         raise AssertionError("no recency key is needed without recency slots")
 

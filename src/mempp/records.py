@@ -6,6 +6,7 @@ Only its state does: ``active`` or ``archived``, and ``superseded_by``.
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -19,6 +20,10 @@ State = Literal["active", "archived"]
 SkipReason = Literal["duplicate", "empty"]
 
 _TAG_RUNS = re.compile(r"[\s_\-]+")
+
+
+def text_hash(text: str) -> bytes:
+    return hashlib.sha256(text.encode("utf-8")).digest()
 
 
 def normalize_tag(label: str) -> str:

@@ -15,7 +15,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from mempp.errors import StoreError
+from mempp.errors import InvalidInput, StoreError
 from mempp.query import LexicalQuery
 from mempp.records import AddResult, Document, Record, State
 
@@ -308,3 +308,31 @@ def supports(store: object, capability: type, feature: str) -> None:
             f"the {type(store).__name__} engine does not support {feature} yet "
             f"(it must implement {capability.__name__})"
         )
+
+
+# Undo rules shared by every engine.
+
+
+def check_undoable(run: RunInfo) -> None:
+    if run.kind != "consolidate":
+        raise InvalidInput(f"run {run.id} is an undo of run {run.undoes}; it cannot be undone")
+    if run.dry_run:
+        raise InvalidInput(f"run {run.id} was a dry run: it changed nothing to undo")
+    if run.undone_by is not None:
+        raise InvalidInput(f"run {run.id} was already undone by run {run.undone_by}")
+
+
+def inverse_change(change: StateChange) -> StateChange:
+    """The change that restores a row; a row the run created is archived, never deleted."""
+    if change.old_state is None:
+        restored: tuple[State, int | None] = ("archived", change.new_superseded_by)
+    else:
+        restored = (change.old_state, change.old_superseded_by)
+    return StateChange(
+        change.record_id, change.new_state, change.new_superseded_by, restored[0], restored[1]
+    )
+
+
+def undo_counts(changes: Sequence[ChangeRecord]) -> dict[str, int]:
+    created = sum(1 for c in changes if c.change.old_state is None)
+    return {"restored": len(changes) - created, "archived_merged": created}

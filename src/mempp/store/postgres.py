@@ -30,6 +30,15 @@ Same contract as the SQLite engine (``mempp.store.base.Store``), enforced by the
   skip duplicates with ``NOT EXISTS`` instead of burning sequence values on conflicts.
 * Schema: versioned ``Migration`` objects, applied under ``pg_advisory_xact_lock`` so several
   processes opening a fresh database at once create it exactly once.
+* The LLM layers (``ConsolidationStore``, ``GraphStore``; migration 2) behave as in SQLite.
+  Every statement that moves a row's state (``set_state``, each consolidation group, an undo)
+  takes the same per-scope write lock as ``insert``, so they are serialised with each other
+  and with merged-row inserts as SQLite's single writer serialises them. Compare-and-set is
+  ``UPDATE ... WHERE state = old AND superseded_by IS NOT DISTINCT FROM old`` under READ
+  COMMITTED: a concurrent change makes the re-checked row miss the WHERE clause, which is
+  reported as a ``StateConflict``, never applied over. The audit tables refuse ``UPDATE``,
+  ``DELETE`` and ``TRUNCATE`` (runs: only ``finished_at``, ``counts`` and ``undone_by`` may
+  change), and every foreign key carries the scope.
 
 ``psycopg`` (3), ``psycopg_pool`` and ``pgvector`` are imported lazily, so ``mempp`` imports
 without the ``postgres`` extra and says how to install it when a URL asks for this engine.
@@ -37,8 +46,9 @@ without the ``postgres`` extra and says how to install it when a URL asks for th
 
 from __future__ import annotations
 
+import json
 import urllib.parse
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -46,11 +56,24 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from mempp.dates import now_key
-from mempp.errors import EncoderMismatch, StoreError
+from mempp.errors import EncoderMismatch, InvalidInput, StoreError
 from mempp.query import LexicalQuery
-from mempp.records import AddResult, Document, Record, State
+from mempp.records import AddResult, Document, Record, State, text_hash
+from mempp.store.base import (
+    ChangeRecord,
+    GroupOutcome,
+    GroupRecord,
+    MergedRow,
+    RunInfo,
+    StateChange,
+    StateConflict,
+    Triple,
+    TripleHit,
+    check_undoable,
+    inverse_change,
+    undo_counts,
+)
 from mempp.store.migrations import Migration, newest, pending
-from mempp.store.sqlite import text_hash
 
 if TYPE_CHECKING:
     import psycopg
@@ -165,6 +188,118 @@ MIGRATIONS: tuple[Migration, ...] = (
                 FOR EACH ROW EXECUTE FUNCTION mempp_refuse_content_change()""",
         ),
     ),
+    Migration(
+        2,
+        "consolidation audit trail, entity graph",
+        (
+            # One row per consolidation run or undo. Like records, every table below leads
+            # its primary key with scope and references other tables by (scope, id), so a
+            # log row can never point into another tenant and the tables can be distributed
+            # by scope. records already has PRIMARY KEY (scope, id) to reference.
+            """CREATE TABLE consolidation_runs (
+                id BIGINT GENERATED ALWAYS AS IDENTITY,
+                scope TEXT NOT NULL,
+                kind TEXT NOT NULL CHECK (kind IN ('consolidate', 'undo')),
+                dry_run BOOLEAN NOT NULL DEFAULT false,
+                started_at TIMESTAMPTZ NOT NULL,
+                finished_at TIMESTAMPTZ,
+                settings JSONB NOT NULL DEFAULT '{}',
+                counts JSONB,
+                undoes BIGINT,
+                undone_by BIGINT,
+                PRIMARY KEY (scope, id),
+                FOREIGN KEY (scope, undoes) REFERENCES consolidation_runs (scope, id),
+                FOREIGN KEY (scope, undone_by) REFERENCES consolidation_runs (scope, id))""",
+            # Every group a run looked at, with its label, even when nothing changed.
+            """CREATE TABLE consolidation_groups (
+                scope TEXT NOT NULL,
+                run_id BIGINT NOT NULL,
+                group_no INTEGER NOT NULL,
+                label TEXT NOT NULL,
+                members BIGINT[] NOT NULL,
+                detail TEXT,
+                PRIMARY KEY (scope, run_id, group_no),
+                FOREIGN KEY (scope, run_id) REFERENCES consolidation_runs (scope, id))""",
+            # Every state change; old_state NULL means the row was created by the change.
+            # group_no has no foreign key: an undo's changes name the undone run's groups.
+            """CREATE TABLE consolidation_changes (
+                id BIGINT GENERATED ALWAYS AS IDENTITY,
+                scope TEXT NOT NULL,
+                run_id BIGINT NOT NULL,
+                group_no INTEGER,
+                label TEXT NOT NULL,
+                record_id BIGINT NOT NULL,
+                old_state TEXT CHECK (old_state IN ('active', 'archived')),
+                old_superseded_by BIGINT,
+                new_state TEXT NOT NULL CHECK (new_state IN ('active', 'archived')),
+                new_superseded_by BIGINT,
+                merged_id BIGINT,
+                PRIMARY KEY (scope, id),
+                FOREIGN KEY (scope, run_id) REFERENCES consolidation_runs (scope, id),
+                FOREIGN KEY (scope, record_id) REFERENCES records (scope, id),
+                FOREIGN KEY (scope, old_superseded_by) REFERENCES records (scope, id),
+                FOREIGN KEY (scope, new_superseded_by) REFERENCES records (scope, id),
+                FOREIGN KEY (scope, merged_id) REFERENCES records (scope, id))""",
+            "CREATE INDEX consolidation_changes_run ON consolidation_changes (scope, run_id, id)",
+            # The audit trail is append-only like the records it describes.
+            """CREATE FUNCTION mempp_refuse_log_change() RETURNS trigger LANGUAGE plpgsql AS $$
+            BEGIN
+                RAISE EXCEPTION 'mempp: the consolidation log is append-only; % is refused',
+                    TG_OP USING ERRCODE = 'integrity_constraint_violation';
+            END $$""",
+            """CREATE TRIGGER consolidation_changes_frozen BEFORE UPDATE OR DELETE
+                ON consolidation_changes FOR EACH ROW EXECUTE FUNCTION mempp_refuse_log_change()""",
+            """CREATE TRIGGER consolidation_changes_no_truncate BEFORE TRUNCATE
+                ON consolidation_changes FOR EACH STATEMENT
+                EXECUTE FUNCTION mempp_refuse_log_change()""",
+            """CREATE TRIGGER consolidation_groups_frozen BEFORE UPDATE OR DELETE
+                ON consolidation_groups FOR EACH ROW EXECUTE FUNCTION mempp_refuse_log_change()""",
+            """CREATE TRIGGER consolidation_groups_no_truncate BEFORE TRUNCATE
+                ON consolidation_groups FOR EACH STATEMENT
+                EXECUTE FUNCTION mempp_refuse_log_change()""",
+            """CREATE TRIGGER consolidation_runs_no_delete BEFORE DELETE
+                ON consolidation_runs FOR EACH ROW EXECUTE FUNCTION mempp_refuse_log_change()""",
+            """CREATE TRIGGER consolidation_runs_no_truncate BEFORE TRUNCATE
+                ON consolidation_runs FOR EACH STATEMENT
+                EXECUTE FUNCTION mempp_refuse_log_change()""",
+            # A run is finished (finished_at, counts) and maybe undone (undone_by) later;
+            # what it was (scope, kind, dry run, start, settings, what it undoes) never
+            # changes, and it is undone at most once.
+            """CREATE TRIGGER consolidation_runs_frozen BEFORE UPDATE OF
+                id, scope, kind, dry_run, started_at, settings, undoes
+                ON consolidation_runs FOR EACH ROW EXECUTE FUNCTION mempp_refuse_log_change()""",
+            """CREATE TRIGGER consolidation_runs_undone_once BEFORE UPDATE OF undone_by
+                ON consolidation_runs FOR EACH ROW
+                WHEN (OLD.undone_by IS NOT NULL
+                      AND NEW.undone_by IS DISTINCT FROM OLD.undone_by)
+                EXECUTE FUNCTION mempp_refuse_log_change()""",
+            # Mem^g++: triples keyed to their source row; keys are normalised entity names.
+            """CREATE TABLE graph_triples (
+                id BIGINT GENERATED ALWAYS AS IDENTITY,
+                scope TEXT NOT NULL,
+                record_id BIGINT NOT NULL,
+                subject TEXT NOT NULL,
+                relation TEXT NOT NULL,
+                object TEXT NOT NULL,
+                subject_key TEXT NOT NULL,
+                object_key TEXT NOT NULL,
+                PRIMARY KEY (scope, id),
+                FOREIGN KEY (scope, record_id) REFERENCES records (scope, id))""",
+            "CREATE INDEX graph_triples_subject ON graph_triples (scope, subject_key)",
+            "CREATE INDEX graph_triples_object ON graph_triples (scope, object_key)",
+            "CREATE INDEX graph_triples_record ON graph_triples (scope, record_id)",
+            # A row is marked once extracted, even with no triples, so it is not asked again.
+            # The primary key makes marking exactly-once under concurrent extractors.
+            """CREATE TABLE graph_extractions (
+                scope TEXT NOT NULL,
+                record_id BIGINT NOT NULL,
+                extracted_at TIMESTAMPTZ NOT NULL,
+                model TEXT,
+                triples INTEGER NOT NULL,
+                PRIMARY KEY (scope, record_id),
+                FOREIGN KEY (scope, record_id) REFERENCES records (scope, id))""",
+        ),
+    ),
 )
 
 _RECORD_COLUMNS = (
@@ -191,6 +326,34 @@ WITH new AS (
     SELECT %(scope)s, label, new.id FROM new, unnest(%(labels)s::text[]) AS label
 )
 SELECT id FROM new
+"""
+
+_RUN_COLUMNS = (
+    "id, scope, kind, dry_run, started_at, finished_at, settings, counts, undoes, undone_by"
+)
+_CHANGE_COLUMNS = (
+    "run_id, group_no, label, record_id, old_state, old_superseded_by, new_state, "
+    "new_superseded_by, merged_id"
+)
+_TRIPLE_COLUMNS = (
+    "t.id, t.subject, t.relation, t.object, t.subject_key, t.object_key, t.record_id, r.event_date"
+)
+
+# Compare-and-set of one row's state, one statement per change (pipelined by
+# ``executemany``), so changes apply in order exactly as SQLite's loop applies them. Under
+# READ COMMITTED a row another transaction changed meanwhile is re-read before the WHERE is
+# re-checked, so a stale expectation updates nothing instead of overwriting.
+_COMPARE_AND_SET = """
+UPDATE records SET state = %(new_state)s, superseded_by = %(new_by)s
+WHERE scope = %(scope)s AND id = %(id)s
+  AND state = %(old_state)s AND superseded_by IS NOT DISTINCT FROM %(old_by)s
+RETURNING id
+"""
+
+_LOG_CHANGE = """
+INSERT INTO consolidation_changes (scope, run_id, group_no, label, record_id, old_state,
+    old_superseded_by, new_state, new_superseded_by, merged_id)
+VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
 """
 
 
@@ -233,6 +396,67 @@ def mask_url(url: str) -> str:
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip()
     return text.splitlines()[0] if text else type(exc).__name__
+
+
+def _iso(moment: datetime | None) -> str | None:
+    """A timestamptz as the UTC ISO text the SQLite engine stores."""
+    return None if moment is None else moment.astimezone(UTC).isoformat()
+
+
+def _row_to_run(row: Sequence[Any]) -> RunInfo:
+    started = _iso(row[4])
+    assert started is not None  # NOT NULL column
+    return RunInfo(
+        id=row[0],
+        scope=row[1],
+        kind=row[2],
+        dry_run=row[3],
+        started_at=started,
+        finished_at=_iso(row[5]),
+        settings=row[6] or {},
+        counts=row[7],
+        undoes=row[8],
+        undone_by=row[9],
+    )
+
+
+def _row_to_change(row: Sequence[Any]) -> ChangeRecord:
+    return ChangeRecord(
+        row[0], row[1], row[2], StateChange(row[3], row[4], row[5], row[6], row[7]), row[8]
+    )
+
+
+def _as_float32(value: Any) -> np.ndarray:
+    """A loaded ``vector`` as float32: pgvector's loader gives a ``Vector`` (0.3+) or a numpy
+    array (older releases), depending on the installed pgvector-python."""
+    to_numpy = getattr(value, "to_numpy", None)
+    return np.asarray(to_numpy() if to_numpy is not None else value, dtype=np.float32)
+
+
+def _row_params(
+    scope: str,
+    doc: Document,
+    vector: np.ndarray,
+    labels: Collection[str],
+    ingested_at: datetime,
+    ingested_key: int,
+) -> dict[str, Any]:
+    """Parameters of ``_INSERT`` for one document: the one insert path for every row."""
+    return {
+        "scope": scope,
+        "text": doc.text,
+        "hash": text_hash(doc.text),
+        "author": doc.author,
+        "author_key": doc.author or "",
+        "event_date": doc.date.text if doc.date else None,
+        "event_key": doc.date.key if doc.date else None,
+        "tags": list(doc.tags),
+        "source": doc.source,
+        "ingested_at": ingested_at,
+        "ingested_key": ingested_key,
+        "embedding": np.asarray(vector, dtype=np.float32),
+        "labels": sorted(labels),
+    }
 
 
 def _row_to_record(row: Sequence[Any]) -> Record:
@@ -340,6 +564,12 @@ class PostgresStore:
             raise StoreError(f"{self.location}: no database connection ({exc})") from None
         except psycopg.Error as exc:
             raise StoreError(f"{self.location}: {_first_line(exc)}") from None
+
+    @staticmethod
+    def _lock_scope(conn: psycopg.Connection[Any], scope: str) -> None:
+        """Take the scope's write lock until the transaction ends (every writer of a scope
+        takes it first, as SQLite writers take ``BEGIN IMMEDIATE``)."""
+        conn.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))", (_LOCK_CLASS_WRITE, scope))
 
     def _migrate(self, conn: psycopg.Connection[Any]) -> None:
         psycopg = self._psycopg
@@ -478,28 +708,12 @@ class PostgresStore:
         ingested_at = datetime.now(UTC)
         ingested_key = now_key()
         params = [
-            {
-                "scope": scope,
-                "text": doc.text,
-                "hash": text_hash(doc.text),
-                "author": doc.author,
-                "author_key": doc.author or "",
-                "event_date": doc.date.text if doc.date else None,
-                "event_key": doc.date.key if doc.date else None,
-                "tags": list(doc.tags),
-                "source": doc.source,
-                "ingested_at": ingested_at,
-                "ingested_key": ingested_key,
-                "embedding": np.asarray(vector, dtype=np.float32),
-                "labels": sorted(doc.tag_labels()),
-            }
+            _row_params(scope, doc, vector, doc.tag_labels(), ingested_at, ingested_key)
             for doc, vector in zip(docs, vectors, strict=True)
         ]
         results: list[AddResult] = []
         with self._connection() as conn:
-            conn.execute(
-                "SELECT pg_advisory_xact_lock(%s, hashtext(%s))", (_LOCK_CLASS_WRITE, scope)
-            )
+            self._lock_scope(conn, scope)
             with conn.cursor() as cursor:
                 cursor.executemany(_INSERT, params, returning=True)
                 while True:
@@ -517,6 +731,9 @@ class PostgresStore:
         psycopg = self._psycopg
         try:
             with self._pool.connection() as conn:
+                # The scope lock serialises this with consolidation steps and undos, which
+                # also lock it first: no deadlock between them, whatever order ids come in.
+                self._lock_scope(conn, scope)
                 conn.execute(
                     """UPDATE records SET state = %s, superseded_by = %s
                        WHERE scope = %s AND id = ANY(%s::bigint[])""",
@@ -718,3 +935,388 @@ class PostgresStore:
                 },
             ).fetchall()
         return [row[0] for row in rows]
+
+    # -- consolidation (mempp.consolidate) ---------------------------------------------
+    def current_vectors(self, scope: str) -> tuple[np.ndarray, np.ndarray]:
+        dim = self._bound_dim() or 0
+        # Binary results: pgvector's binary loader copies the floats, where the text format
+        # would parse a decimal string per component (a run reads every current vector).
+        with self._connection() as conn, conn.cursor(binary=True) as cursor:
+            rows = cursor.execute(
+                """SELECT id, embedding FROM records
+                   WHERE scope = %s AND state = 'active' AND superseded_by IS NULL
+                   ORDER BY id""",
+                (scope,),
+            ).fetchall()
+        ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+        if not rows:
+            return ids, np.empty((0, dim), dtype=np.float32)
+        return ids, np.stack([_as_float32(r[1]) for r in rows])
+
+    def begin_run(
+        self, scope: str, *, kind: str, dry_run: bool, settings: Mapping[str, Any]
+    ) -> int:
+        if kind not in ("consolidate", "undo"):
+            raise InvalidInput(f"unknown run kind {kind!r}")
+        with self._connection() as conn:
+            return conn.execute(
+                """INSERT INTO consolidation_runs (scope, kind, dry_run, started_at, settings)
+                   VALUES (%s, %s, %s, %s, %s::jsonb) RETURNING id""",
+                (scope, kind, bool(dry_run), datetime.now(UTC), _json(settings)),
+            ).fetchone()[0]
+
+    def record_group(self, scope: str, run_id: int, outcome: GroupOutcome) -> int | None:
+        if any(change.old_state is None for change in outcome.changes):
+            raise ValueError("a group's changes name existing rows; merged rows are implicit")
+        with self._connection() as conn:
+            # Held until commit: the merged row's insert is ordered with every other insert
+            # of the scope, and no other mempp writer moves these rows in between.
+            self._lock_scope(conn, scope)
+            self._run_row(conn, scope, run_id)
+            self._compare_and_set(conn, scope, outcome.changes)
+            merged_id = None
+            if outcome.merged is not None:
+                merged_id = self._insert_merged(conn, scope, outcome.merged)
+            conn.execute(
+                """INSERT INTO consolidation_groups (scope, run_id, group_no, label, members,
+                       detail) VALUES (%s, %s, %s, %s, %s::bigint[], %s)""",
+                (
+                    scope,
+                    run_id,
+                    outcome.group,
+                    outcome.label,
+                    [int(m) for m in outcome.members],
+                    outcome.detail,
+                ),
+            )
+            changes = list(outcome.changes)
+            if merged_id is not None:
+                changes.append(StateChange(merged_id, None, None, "active", None))
+            self._log_changes(
+                conn,
+                scope,
+                run_id,
+                [(outcome.group, outcome.label, change, merged_id) for change in changes],
+            )
+            return merged_id
+
+    def _run_row(
+        self, conn: psycopg.Connection[Any], scope: str, run_id: int, *, lock: bool = False
+    ) -> RunInfo:
+        lock_clause = " FOR UPDATE" if lock else ""
+        row = conn.execute(
+            f"""SELECT {_RUN_COLUMNS} FROM consolidation_runs
+                WHERE scope = %s AND id = %s{lock_clause}""",
+            (scope, run_id),
+        ).fetchone()
+        if row is None:
+            raise InvalidInput(f"no consolidation run {run_id} in scope {scope!r}")
+        return _row_to_run(row)
+
+    def _compare_and_set(
+        self, conn: psycopg.Connection[Any], scope: str, changes: Sequence[StateChange]
+    ) -> None:
+        """Apply each change only where the row still has its expected state (the caller
+        holds the transaction); raise ``StateConflict`` naming the rows that did not."""
+        if not changes:
+            return
+        params = [
+            {
+                "scope": scope,
+                "id": change.record_id,
+                "old_state": change.old_state,
+                "old_by": change.old_superseded_by,
+                "new_state": change.new_state,
+                "new_by": change.new_superseded_by,
+            }
+            for change in changes
+        ]
+        stale = []
+        try:
+            with conn.cursor() as cursor:
+                cursor.executemany(_COMPARE_AND_SET, params, returning=True)
+                for change in changes:
+                    if cursor.fetchone() is None:
+                        stale.append(change.record_id)
+                    cursor.nextset()
+        except self._psycopg.errors.UniqueViolation:
+            # Making a row active while an active row of the same author holds its text:
+            # the dedupe index refuses, as it does for set_state.
+            raise StoreError(
+                f"{self.location}: cannot make a row active while an active row of the same "
+                "scope and author has the same text; nothing was changed"
+            ) from None
+        if stale:
+            raise StateConflict(f"records {stale} changed since they were read", stale)
+
+    def _insert_merged(self, conn: psycopg.Connection[Any], scope: str, merged: MergedRow) -> int:
+        params = _row_params(
+            scope, merged.document, merged.vector, merged.labels, datetime.now(UTC), now_key()
+        )
+        # The insert's own NOT EXISTS runs after the originals were archived in this
+        # transaction, so only *other* active rows count as duplicates (as in SQLite).
+        row = conn.execute(_INSERT, params).fetchone()
+        if row is None:
+            raise StateConflict("the merged text repeats an active row of the same author")
+        return int(row[0])
+
+    @staticmethod
+    def _log_changes(
+        conn: psycopg.Connection[Any],
+        scope: str,
+        run_id: int,
+        entries: Sequence[tuple[int | None, str, StateChange, int | None]],
+    ) -> None:
+        """Log ``(group, label, change, merged_id)`` entries of a run, in order."""
+        if not entries:
+            return
+        with conn.cursor() as cursor:
+            cursor.executemany(
+                _LOG_CHANGE,
+                [
+                    (
+                        scope,
+                        run_id,
+                        group,
+                        label,
+                        c.record_id,
+                        c.old_state,
+                        c.old_superseded_by,
+                        c.new_state,
+                        c.new_superseded_by,
+                        merged_id,
+                    )
+                    for group, label, c, merged_id in entries
+                ],
+            )
+
+    def finish_run(self, scope: str, run_id: int, counts: Mapping[str, Any]) -> None:
+        with self._connection() as conn:
+            conn.execute(
+                """UPDATE consolidation_runs SET finished_at = %s, counts = %s::jsonb
+                   WHERE scope = %s AND id = %s""",
+                (datetime.now(UTC), _json(counts), scope, run_id),
+            )
+
+    def runs(self, scope: str) -> list[RunInfo]:
+        with self._connection() as conn:
+            rows = conn.execute(
+                f"SELECT {_RUN_COLUMNS} FROM consolidation_runs WHERE scope = %s ORDER BY id",
+                (scope,),
+            ).fetchall()
+        return [_row_to_run(row) for row in rows]
+
+    def run_groups(self, scope: str, run_id: int) -> list[GroupRecord]:
+        with self._connection() as conn:
+            rows = conn.execute(
+                """SELECT run_id, group_no, label, members, detail FROM consolidation_groups
+                   WHERE scope = %s AND run_id = %s ORDER BY group_no""",
+                (scope, run_id),
+            ).fetchall()
+        return [GroupRecord(r[0], r[1], r[2], tuple(r[3]), r[4]) for r in rows]
+
+    def run_changes(self, scope: str, run_id: int) -> list[ChangeRecord]:
+        with self._connection() as conn:
+            return self._changes(conn, scope, run_id)
+
+    @staticmethod
+    def _changes(conn: psycopg.Connection[Any], scope: str, run_id: int) -> list[ChangeRecord]:
+        rows = conn.execute(
+            f"""SELECT {_CHANGE_COLUMNS} FROM consolidation_changes
+                WHERE scope = %s AND run_id = %s ORDER BY id""",
+            (scope, run_id),
+        ).fetchall()
+        return [_row_to_change(row) for row in rows]
+
+    def undo_run(self, scope: str, run_id: int) -> tuple[int, list[ChangeRecord]]:
+        with self._connection() as conn:
+            self._lock_scope(conn, scope)
+            # FOR UPDATE as well as the scope lock: a writer that does not take mempp's lock
+            # (another tool) still cannot undo the same run concurrently; the loser re-reads
+            # the row, sees undone_by and is refused.
+            run = self._run_row(conn, scope, run_id, lock=True)
+            check_undoable(run)
+            changes = self._changes(conn, scope, run_id)
+            inverse = [inverse_change(record.change) for record in changes]
+            self._refuse_duplicate_restores(conn, scope, run_id, inverse)
+            # Rows leaving 'active' first: a merged row may repeat an original's text and
+            # author, and the dedupe index must never see both active, even mid-statement.
+            # A run names each row once, so the order changes nothing else.
+            ordered = sorted(inverse, key=lambda change: change.new_state != "archived")
+            try:
+                self._compare_and_set(conn, scope, ordered)
+            except StateConflict as exc:
+                stale = [c.record_id for c in inverse if c.record_id in set(exc.ids)]
+                raise StateConflict(
+                    f"cannot undo run {run_id}: records {stale} were changed again after it "
+                    "(undo the later runs first, newest first); nothing was changed",
+                    stale,
+                ) from None
+            now = datetime.now(UTC)
+            undo_id = conn.execute(
+                """INSERT INTO consolidation_runs
+                       (scope, kind, dry_run, started_at, finished_at, settings, counts, undoes)
+                   VALUES (%s, 'undo', false, %s, %s, '{}', %s::jsonb, %s) RETURNING id""",
+                (scope, now, now, _json(undo_counts(changes)), run_id),
+            ).fetchone()[0]
+            self._log_changes(
+                conn,
+                scope,
+                undo_id,
+                [
+                    (record.group, "undo", change, record.merged_id)
+                    for record, change in zip(changes, inverse, strict=True)
+                ],
+            )
+            conn.execute(
+                "UPDATE consolidation_runs SET undone_by = %s WHERE scope = %s AND id = %s",
+                (undo_id, scope, run_id),
+            )
+            return undo_id, self._changes(conn, scope, undo_id)
+
+    def _refuse_duplicate_restores(
+        self,
+        conn: psycopg.Connection[Any],
+        scope: str,
+        run_id: int,
+        inverse: Sequence[StateChange],
+    ) -> None:
+        """Refuse, naming them, to re-activate rows whose text an active row of the same author
+        holds now (added after the run archived them): the dedupe index forbids two."""
+        restoring = [c.record_id for c in inverse if c.new_state == "active"]
+        if not restoring:
+            return
+        leaving = [c.record_id for c in inverse if c.new_state == "archived"]
+        rows = conn.execute(
+            """SELECT r.id FROM records r
+               WHERE r.scope = %(scope)s AND r.id = ANY(%(restoring)s::bigint[])
+                 AND r.state = 'archived'
+                 AND EXISTS (
+                     SELECT 1 FROM records o
+                     WHERE o.scope = r.scope AND o.state = 'active'
+                       AND coalesce(o.author, '') = coalesce(r.author, '')
+                       AND o.text_hash = r.text_hash AND o.id <> r.id
+                       AND NOT (o.id = ANY(%(leaving)s::bigint[])))
+               ORDER BY r.id""",
+            {"scope": scope, "restoring": restoring, "leaving": leaving},
+        ).fetchall()
+        if rows:
+            ids = [row[0] for row in rows]
+            raise StateConflict(
+                f"cannot undo run {run_id}: records {ids} would be active beside a row of the "
+                "same author and text added after the run (archive that row first); "
+                "nothing was changed",
+                ids,
+            )
+
+    # -- entity graph (mempp.graph) ------------------------------------------------------
+    def pending_extraction(self, scope: str, ids: Collection[int] | None) -> list[int]:
+        narrow = "" if ids is None else " AND r.id = ANY(%(ids)s::bigint[])"
+        with self._connection() as conn:
+            rows = conn.execute(
+                f"""SELECT r.id FROM records r
+                    WHERE r.scope = %(scope)s AND r.state = 'active'{narrow}
+                      AND NOT EXISTS (
+                          SELECT 1 FROM graph_extractions g
+                          WHERE g.scope = r.scope AND g.record_id = r.id)
+                    ORDER BY r.id""",
+                {"scope": scope, "ids": [int(i) for i in ids or ()]},
+            ).fetchall()
+        return [row[0] for row in rows]
+
+    def add_triples(
+        self, scope: str, record_id: int, triples: Sequence[Triple], model: str | None
+    ) -> bool:
+        with self._connection() as conn:
+            # Marking first, ON CONFLICT DO NOTHING: of two extractors racing on one row,
+            # the second waits for the first to commit and then stores nothing.
+            marked = conn.execute(
+                """INSERT INTO graph_extractions (scope, record_id, extracted_at, model, triples)
+                   SELECT scope, id, %s, %s, %s FROM records WHERE scope = %s AND id = %s
+                   ON CONFLICT (scope, record_id) DO NOTHING
+                   RETURNING record_id""",
+                (datetime.now(UTC), _no_nul(model), len(triples), scope, record_id),
+            ).fetchone()
+            if marked is None:
+                done = conn.execute(
+                    "SELECT 1 FROM graph_extractions WHERE scope = %s AND record_id = %s",
+                    (scope, record_id),
+                ).fetchone()
+                if done is not None:
+                    return False
+                raise InvalidInput(f"no record {record_id} in scope {scope!r}")
+            if triples:
+                with conn.cursor() as cursor:
+                    cursor.executemany(
+                        """INSERT INTO graph_triples (scope, record_id, subject, relation,
+                               object, subject_key, object_key)
+                           VALUES (%s, %s, %s, %s, %s, %s, %s)""",
+                        [
+                            (
+                                scope,
+                                record_id,
+                                _no_nul(t.subject),
+                                _no_nul(t.relation),
+                                _no_nul(t.object),
+                                _no_nul(t.subject_key),
+                                _no_nul(t.object_key),
+                            )
+                            for t in triples
+                        ],
+                    )
+            return True
+
+    def search_triples(
+        self,
+        scope: str,
+        keys: Collection[str],
+        as_of: int | None,
+        *,
+        dated: bool,
+        limit: int,
+    ) -> list[TripleHit]:
+        if not keys or limit < 1:
+            return []
+        date_condition = " AND r.event_key <= %(as_of)s" if dated and as_of is not None else ""
+        recency = "coalesce(r.event_key, r.ingested_key)" if dated else "r.id"
+        with self._connection() as conn:
+            rows = conn.execute(
+                f"""SELECT {_TRIPLE_COLUMNS},
+                        (t.subject_key = ANY(%(keys)s::text[]))::int
+                        + (t.object_key = ANY(%(keys)s::text[])
+                           AND t.object_key <> t.subject_key)::int AS touched
+                    FROM graph_triples t JOIN records r ON r.scope = t.scope AND r.id = t.record_id
+                    WHERE t.scope = %(scope)s AND r.state = 'active'{date_condition}
+                      AND (t.subject_key = ANY(%(keys)s::text[])
+                           OR t.object_key = ANY(%(keys)s::text[]))
+                    ORDER BY touched DESC, {recency} DESC, t.id DESC LIMIT %(limit)s""",
+                {
+                    "keys": sorted({_no_nul(key) for key in keys}),
+                    "scope": scope,
+                    "as_of": as_of,
+                    "limit": limit,
+                },
+            ).fetchall()
+        return [TripleHit(*row) for row in rows]
+
+    def triples_of(self, scope: str, record_ids: Collection[int]) -> list[TripleHit]:
+        with self._connection() as conn:
+            rows = conn.execute(
+                f"""SELECT {_TRIPLE_COLUMNS}, 0
+                    FROM graph_triples t JOIN records r ON r.scope = t.scope AND r.id = t.record_id
+                    WHERE t.scope = %s AND t.record_id = ANY(%s::bigint[])
+                    ORDER BY t.id""",
+                (scope, [int(i) for i in record_ids]),
+            ).fetchall()
+        return [TripleHit(*row) for row in rows]
+
+
+def _json(value: Mapping[str, Any]) -> str:
+    """A settings or counts object as JSON text, written as the SQLite engine writes it."""
+    return json.dumps(dict(value), sort_keys=True)
+
+
+def _no_nul(text: str | None) -> str | None:
+    """PostgreSQL text cannot hold NUL (SQLite stores it). A model-written triple with one
+    would otherwise fail its row's extraction; a NUL carries no meaning in a triple."""
+    return None if text is None else text.replace("\x00", "")

@@ -12,7 +12,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import sqlite3
@@ -29,7 +28,7 @@ from mempp.bm25 import Bm25Index
 from mempp.dates import now_key
 from mempp.errors import EncoderMismatch, InvalidInput, StoreError
 from mempp.query import LexicalQuery
-from mempp.records import AddResult, Document, Record, State
+from mempp.records import AddResult, Document, Record, State, text_hash
 from mempp.store.base import (
     ChangeRecord,
     GroupOutcome,
@@ -40,6 +39,9 @@ from mempp.store.base import (
     StateConflict,
     Triple,
     TripleHit,
+    check_undoable,
+    inverse_change,
+    undo_counts,
 )
 from mempp.store.migrations import Migration, newest, pending
 from mempp.vectors import ExactVectorIndex
@@ -197,10 +199,6 @@ _RECORD_COLUMNS = (
 )
 
 
-def text_hash(text: str) -> bytes:
-    return hashlib.sha256(text.encode("utf-8")).digest()
-
-
 def _row_to_record(row: sqlite3.Row | tuple) -> Record:
     return Record(
         id=row[0],
@@ -241,31 +239,6 @@ def _row_to_run(row: sqlite3.Row | tuple) -> RunInfo:
         undoes=row[8],
         undone_by=row[9],
     )
-
-
-def _check_undoable(run: RunInfo) -> None:
-    if run.kind != "consolidate":
-        raise InvalidInput(f"run {run.id} is an undo of run {run.undoes}; it cannot be undone")
-    if run.dry_run:
-        raise InvalidInput(f"run {run.id} was a dry run: it changed nothing to undo")
-    if run.undone_by is not None:
-        raise InvalidInput(f"run {run.id} was already undone by run {run.undone_by}")
-
-
-def _inverse(change: StateChange) -> StateChange:
-    """The change that restores a row; a row the run created is archived, never deleted."""
-    if change.old_state is None:
-        restored: tuple[State, int | None] = ("archived", change.new_superseded_by)
-    else:
-        restored = (change.old_state, change.old_superseded_by)
-    return StateChange(
-        change.record_id, change.new_state, change.new_superseded_by, restored[0], restored[1]
-    )
-
-
-def _undo_counts(changes: Sequence[ChangeRecord]) -> dict[str, int]:
-    created = sum(1 for c in changes if c.change.old_state is None)
-    return {"restored": len(changes) - created, "archived_merged": created}
 
 
 def fts_match_expression(query: LexicalQuery) -> str | None:
@@ -778,15 +751,15 @@ class SQLiteStore:
         try:
             with self._write() as conn:
                 run = self._run_row(conn, scope, run_id)
-                _check_undoable(run)
+                check_undoable(run)
                 changes = self._changes(conn, scope, run_id)
-                inverse = [_inverse(record.change) for record in changes]
+                inverse = [inverse_change(record.change) for record in changes]
                 self._compare_and_set_for_undo(conn, scope, run_id, inverse)
                 cursor = conn.execute(
                     """INSERT INTO consolidation_runs
                            (scope, kind, dry_run, started_at, finished_at, settings, counts, undoes)
                        VALUES (?, 'undo', 0, ?, ?, '{}', ?, ?)""",
-                    (scope, _now(), _now(), json.dumps(_undo_counts(changes)), run_id),
+                    (scope, _now(), _now(), json.dumps(undo_counts(changes)), run_id),
                 )
                 undo_id = cursor.lastrowid
                 assert undo_id is not None
