@@ -81,6 +81,12 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     parser.add_argument("--cache", type=Path, default=None, help="default: ./.mempp-cache")
     parser.add_argument("--limit", type=int, default=None, help="only the first N questions")
+    parser.add_argument(
+        "--half",
+        choices=("dev", "test"),
+        default=None,
+        help="only the development or the test half of the questions (docs/retrieval.md)",
+    )
     parser.add_argument("--resamples", type=int, default=2000, help="bootstrap resamples")
     parser.add_argument("--seed", type=int, default=0, help="bootstrap seed")
     parser.add_argument(
@@ -257,6 +263,10 @@ def _run(args: argparse.Namespace, embedder: Any, spans: Any) -> int:
         options["path"] = args.file
     started = time.perf_counter()
     benchmark = load_benchmark(args.benchmark, root, **options)
+    if args.half is not None:
+        from mempp.bench.halves import restrict
+
+        benchmark = restrict(benchmark, args.half)
     load_seconds = time.perf_counter() - started
     print(_llm_status(llm_options, hook is not None, args, answered, chosen), file=sys.stderr)
 
