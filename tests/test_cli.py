@@ -192,6 +192,14 @@ def test_search_and_evidence_json(capsys, tmp_path) -> None:
     assert code == 0 and out.startswith("[1] ")
 
 
+def test_reading_a_missing_database_is_an_error_and_creates_nothing(capsys, tmp_path) -> None:
+    db = tmp_path / "typo.db"
+    for command in (["search", "x"], ["evidence", "x"]):
+        code, out, err = run(capsys, "--db", str(db), *command)
+        assert code == 1 and out == "" and "no database at" in err
+    assert not db.exists()
+
+
 def test_usage_errors_are_one_line(capsys, tmp_path) -> None:
     db = str(tmp_path / "m.db")
     code, _, err = run(capsys, "--db", db, "search", "x", "--preset", "nope")

@@ -161,6 +161,10 @@ def _dispatch(args: argparse.Namespace) -> int:
         parse_event_date(args.date)
     if getattr(args, "as_of", None) is not None:
         parse_as_of(args.as_of)
+    if getattr(args, "preset", None) is not None:
+        from mempp.settings import preset
+
+        preset(args.preset)
     if getattr(args, "k", None) is not None and args.k < 1:
         raise InvalidInput("-k must be >= 1")
     llm = None
@@ -203,6 +207,12 @@ def _open(args: argparse.Namespace):  # type: ignore[no-untyped-def]
     from mempp.memory import DEFAULT_SCOPE, Memory
 
     location = args.db or os.environ.get("MEMPP_DB") or "mempp.db"
+    is_url = location.startswith(("postgresql://", "postgres://"))
+    if args.command not in ("add", "ingest") and not is_url:
+        path = location.removeprefix("sqlite:///")
+        # Reading a mistyped path would silently create an empty store and find nothing.
+        if path != ":memory:" and not os.path.exists(path):
+            raise CliError(f"no database at {path} (add or ingest documents first)")
     return Memory(location, scope=args.scope or DEFAULT_SCOPE)
 
 
