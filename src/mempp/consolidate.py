@@ -28,8 +28,7 @@ from __future__ import annotations
 
 import functools
 import importlib
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -460,10 +459,12 @@ def consolidate(
     run_id = store.begin_run(memory.scope, kind="consolidate", dry_run=dry_run, settings=settings)
     report = RunReport(run_id, dry_run, threshold, llm.model, rows=len(ids))
     embed = _merge_embedder(memory)
+    from mempp.llm import ordered_map  # the LLM layer is loaded only when a run happens
+
     completed = False
     try:
         decide = functools.partial(_decide, memory, llm, dry_run=dry_run, embed=embed)
-        for decision in _ordered_map(decide, enumerate(groups, start=1), max_workers):
+        for decision in ordered_map(decide, enumerate(groups, start=1), max_workers=max_workers):
             _apply(memory, store, run_id, decision, report)
         completed = True
     finally:
@@ -478,22 +479,6 @@ def _check_threshold(threshold: float) -> float:
     if not 0.0 < float(threshold) <= 1.0:
         raise InvalidInput(f"threshold is a cosine in (0, 1], got {threshold}")
     return float(threshold)
-
-
-def _ordered_map(
-    fn: Callable[[tuple[int, list[int]]], _Decision],
-    items: Iterable[tuple[int, list[int]]],
-    max_workers: int,
-) -> Iterator[_Decision]:
-    """Results in input order, as soon as each is ready, so groups are applied one by one."""
-    if max_workers == 1:
-        yield from map(fn, items)
-        return
-    pool = ThreadPoolExecutor(max_workers=max_workers)
-    try:
-        yield from pool.map(fn, items)
-    finally:  # if the caller stops early (an error), calls not yet started are not made
-        pool.shutdown(wait=True, cancel_futures=True)
 
 
 def _merge_embedder(memory: Memory) -> Callable[[str], np.ndarray]:

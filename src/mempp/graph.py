@@ -22,7 +22,6 @@ import logging
 import re
 import unicodedata
 from collections.abc import Collection, Iterable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -232,14 +231,9 @@ def _extract_each(
             return record_id, f"{type(exc).__name__}: {exc}"
         return record_id, parse_triples(reply)
 
-    if max_workers == 1:
-        yield from map(one, pending)
-        return
-    pool = ThreadPoolExecutor(max_workers=max_workers)
-    try:
-        yield from pool.map(one, pending)
-    finally:  # if the caller stops early (an error), calls not yet started are not made
-        pool.shutdown(wait=True, cancel_futures=True)
+    from mempp.llm import ordered_map
+
+    yield from ordered_map(one, pending, max_workers=max_workers)
 
 
 # -- query -------------------------------------------------------------------------------------

@@ -40,7 +40,7 @@ import types
 import typing
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field, fields, replace
 from datetime import UTC, datetime
@@ -63,6 +63,7 @@ __all__ = [
     "LLMUsage",
     "Message",
     "map_concurrent",
+    "ordered_map",
     "parse_json_reply",
     "strip_reasoning",
 ]
@@ -423,6 +424,20 @@ def _snippet(text: str, width: int = 160) -> str:
 
 
 # -- concurrency ----------------------------------------------------------------------------
+def ordered_map(fn: Callable[[T], R], items: Iterable[T], *, max_workers: int) -> Iterator[R]:
+    """``fn`` over ``items`` on at most ``max_workers`` threads, each result yielded in input
+    order as soon as it is ready, so a caller can apply results one by one while later calls
+    run. If the caller stops early (an error), calls not yet started are never made."""
+    if max_workers == 1:
+        yield from map(fn, items)
+        return
+    pool = ThreadPoolExecutor(max_workers=max_workers)
+    try:
+        yield from pool.map(fn, items)
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
 def map_concurrent(
     fn: Callable[[T], R],
     items: Iterable[T],
