@@ -2,8 +2,9 @@
 
 Not a test: run on demand, read the figures, compare ratios within one run (shared machines
 are noisy). For each size N it builds a fresh SQLite store of N synthetic dated records
-(Zipf-distributed English vocabulary, 20-120 words, 50 authors, dates over three years),
-then times ``Memory.search`` (query encoding included) with an as-of filter on.
+(Zipf-distributed English vocabulary, 20-120 words, 50 authors, dates over three years,
+threads of ~20 records each), then times ``Memory.search`` (query encoding included) with an
+as-of filter on, and the same searches without thread context.
 
     python benchmarks/bench_core.py --sizes 10000 100000
     python benchmarks/bench_core.py --sizes 100000 --encoder random   # store only, no model
@@ -86,6 +87,7 @@ def synthetic_records(n: int, seed: int = 1) -> list[dict[str, object]]:
     p /= p.sum()
     start = date(2022, 1, 1)
     authors = [f"Author {i}" for i in range(50)]
+    threads = n // 20 + 1
     out = []
     for _ in range(n):
         length = int(rng.integers(20, 121))
@@ -95,6 +97,7 @@ def synthetic_records(n: int, seed: int = 1) -> list[dict[str, object]]:
                 "text": text,
                 "author": authors[int(rng.integers(len(authors)))],
                 "date": (start + timedelta(days=int(rng.integers(0, 3 * 365)))).isoformat(),
+                "thread": f"thread-{int(rng.integers(threads))}",
             }
         )
     return out
@@ -143,8 +146,13 @@ def run(size: int, encoder: str, n_queries: int, settings: Settings, folder: Pat
             t0 = time.perf_counter()
             memory.search(question, as_of=as_of)
             latencies.append((time.perf_counter() - t0) * 1000)
-        legs = {}
-        for leg, only in (("lex", {"w_tag": 0, "w_vec": 0}), ("vec", {"w_lex": 0, "w_tag": 0})):
+        legs: dict[str, list[float]] = {}
+        for leg, only in (
+            ("all legs (same queries as below)", {}),
+            ("lex", {"w_tag": 0, "w_vec": 0}),
+            ("vec", {"w_lex": 0, "w_tag": 0}),
+            ("no thread context", {"thread_weight": 0.0}),
+        ):
             sub = settings.with_(**only)
             times = []
             for question, as_of in queries(records, n_queries // 2, seed=3):
@@ -162,17 +170,16 @@ def run(size: int, encoder: str, n_queries: int, settings: Settings, folder: Pat
         f"({100 * encode / ingest:.1f}%), store+index {store_s:.1f} s "
         f"({100 * store_s / ingest:.1f}%, {size / max(store_s, 1e-9):,.0f} docs/s store only)"
     )
-    print(f"file: {size_mb:,.0f} MB; first search {first:.2f} s (loads vectors), "
-          f"steady state after {warm:.1f} s")
+    print(
+        f"file: {size_mb:,.0f} MB; first search {first:.2f} s (loads vectors), "
+        f"steady state after {warm:.1f} s"
+    )
     print(
         f"search (as-of on, query encoding included): p50 {percentile(latencies, 50):.1f} ms, "
         f"p95 {percentile(latencies, 95):.1f} ms, mean {statistics.mean(latencies):.1f} ms"
     )
     for leg, times in legs.items():
-        print(
-            f"  {leg} leg only: p50 {percentile(times, 50):.1f} ms, "
-            f"p95 {percentile(times, 95):.1f} ms"
-        )
+        print(f"  {leg}: p50 {percentile(times, 50):.1f} ms, p95 {percentile(times, 95):.1f} ms")
 
 
 def main() -> None:

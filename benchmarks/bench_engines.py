@@ -38,7 +38,7 @@ from pathlib import Path
 
 import numpy as np
 
-from mempp import Memory, Settings
+from mempp import Memory, Settings, preset
 from mempp.dates import parse_as_of
 from mempp.query import lexical_query, tag_labels
 
@@ -269,13 +269,15 @@ def main() -> None:
     parser.add_argument("--vectors", choices=("clustered", "uniform"), default="clustered")
     parser.add_argument("--pg-url", default=None, help="server to use (a database is created)")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--preset", default="default", help="read-path settings to time")
     args = parser.parse_args()
 
     admin_url = args.pg_url or start_postgres()
-    settings = Settings()  # the default preset: disjunctive lexical leg, C = 200, k = 50
+    settings = preset(args.preset)
     print(
-        f"settings: C={settings.candidates} k={settings.k} reserve={settings.reserve} "
-        f"vectors={args.vectors} dim={DIM} batch={args.batch} queries={args.queries}"
+        f"settings: preset {args.preset}, C={settings.candidates} k={settings.k} "
+        f"reserve={settings.reserve} vectors={args.vectors} dim={DIM} batch={args.batch} "
+        f"queries={args.queries}"
     )
     for size in args.sizes:
         corpus = Corpus(size, args.seed, args.vectors)

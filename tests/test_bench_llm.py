@@ -408,12 +408,15 @@ def test_locomo_answers_the_configured_systems_and_judges_them(
     assert results["llm"]["answered_systems"] == ["mempp-paper", "mempp-default"]
     assert all(r.get("answer_text") is None for r in rows_of(results, "bm25").values())
     assert set(model.kinds) == {"answer", "locomo"}
-    # 5 questions x 2 systems, one answer and one judge call each; on LoCoMo the two presets
-    # are the same settings, so the second system's identical prompts come from the cache.
+    # 5 questions x 2 systems, one answer and one judge call each. Where both systems put
+    # the same evidence in the prompt, the second answer comes from the cache: every distinct
+    # prompt reaches the endpoint exactly once.
     answers = [r for r in server.requests if "Give a direct" in r.text()]
-    assert len(answers) == 5
+    assert 5 <= len(answers) < 10  # the tiny corpus gives some questions identical evidence
+    assert len({r.text() for r in answers}) == len(answers)
     usage = results["llm"]["usage"]
-    assert usage["answer"]["requests"] == 5 and usage["answer"]["cache_hits"] == 5
+    assert usage["answer"]["requests"] == len(answers)
+    assert usage["answer"]["requests"] + usage["answer"]["cache_hits"] == 10
     assert {r.body["model"] for r in answers} == {"answer-m"}
     judges = [r for r in server.requests if "CORRECT or WRONG" in r.text()]
     assert {r.body["model"] for r in judges} == {"judge-m"}

@@ -82,6 +82,7 @@ def test_orgmembench_items_follow_index_order_and_strip_the_header(tmp_path: Pat
     assert "artefact_metadata" not in first.text
     assert first.author is None  # the harness passes no author on this tier
     assert first.scope == "helix-medium" and first.group == "EV-1"
+    assert all(item.thread is None for item in bench.items)  # documents, not dialogue
     assert first.history == "[2023-03-05]\nShip date moved to Monday."
 
 
@@ -208,7 +209,7 @@ def test_locomo_turns(tmp_path: Path) -> None:
     first, photo = bench.items[0], bench.items[1]
     assert first.text == "[2023-05-08T13:56] Caroline: I went to a support group."
     assert first.date == "2023-05-08T13:56" and first.author == "Caroline"
-    assert first.scope == "locomo-26" and first.group == "D1"
+    assert first.scope == "locomo-26" and first.group == "D1" and first.thread == "D1"
     assert photo.text.endswith("Look at this! [shares a photo: a photo of a sunrise]")
     assert bench.items[3].date == "2023-06-01T00:05"
 
@@ -298,6 +299,7 @@ def test_longmemeval_loader(tmp_path: Path) -> None:
     assert [item.id for item in bench.items] == ["s1#0", "s1#1", "s2#0"]
     assert bench.items[2].text == "[2023-05-28T18:00] user: I moved to Acme."
     assert bench.items[2].author == "user" and bench.items[2].group == "s2"
+    assert bench.items[2].thread == "s2"
     counts = bench.notes["counts"]
     assert counts["abstention_dropped"] == 1
     assert counts["malformed_questions"] == 1

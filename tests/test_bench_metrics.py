@@ -13,6 +13,7 @@ from mempp.bench.metrics import (
     ndcg_at,
     recall_at,
     reciprocal_rank,
+    text_visible,
     window_recall,
 )
 
@@ -79,6 +80,40 @@ def test_window_recall_for_chunks_uses_item_offsets_and_parts() -> None:
     assert window_recall([first], ["s"], 100, {"s": 2}) == (1.0, 0.0)
     assert window_recall([first, second], ["s"], 100, {"s": 2}) == (1.0, 1.0)
     assert window_recall([first, second], ["s"], 50, {"s": 2}) == (1.0, 0.0)
+
+
+def test_gold_text_visible_counts_characters_inside_the_window() -> None:
+    # Headers of 10, 12 and 5 characters; record texts of 30, 58 and 5 characters.
+    entries = [
+        WindowEntry(0, 40, {"a": 0}, ((10, 0, 30),)),  # text 10..40: all 30 inside
+        WindowEntry(42, 70, {"b": 0}, ((12, 0, 58),)),  # text 54..112: 46 of 58 inside
+        WindowEntry(114, 10, {"c": 0}, ((5, 0, 5),)),  # starts after the window
+    ]
+    sizes = {"a": 30, "b": 58, "c": 5, "d": 7}  # d was not retrieved: 7 characters unseen
+    assert text_visible(entries, ["a", "b", "c", "d"], 100, sizes) == pytest.approx(76 / 100)
+    assert text_visible(entries, ["a"], 100, sizes) == 1.0
+    assert text_visible(entries, ["b"], 60, sizes) == pytest.approx(6 / 58)
+    assert text_visible(entries, ["b"], 54, sizes) == 0.0  # its text starts at the window's end
+    assert text_visible(entries, [], 100, sizes) is None
+    assert text_visible(entries, ["z"], 100, sizes) is None  # no characters to see at all
+
+
+def test_gold_text_visible_for_excerpts_duplicates_and_chunks() -> None:
+    # An excerpt of a 200-character record: record 0..50 at entry 10, record 120..150 at 70.
+    excerpt = WindowEntry(0, 100, {"e": 0}, ((10, 0, 50), (70, 120, 30)))
+    assert text_visible([excerpt], ["e"], 1000, {"e": 200}) == pytest.approx(80 / 200)
+    assert text_visible([excerpt], ["e"], 90, {"e": 200}) == pytest.approx(70 / 200)
+    # A record shown twice (overlapping parts) counts each of its characters once.
+    twice = [
+        WindowEntry(0, 60, {"f": 0}, ((0, 0, 50),)),
+        WindowEntry(62, 60, {"f": 0}, ((0, 25, 50),)),
+    ]
+    assert text_visible(twice, ["f"], 1000, {"f": 100}) == pytest.approx(75 / 100)
+    # Two items stored as one record (a skipped duplicate) each count the record's text.
+    both = [WindowEntry(0, 30, {"g": 0, "h": 0}, ((5, 0, 20),))]
+    assert text_visible(both, ["g", "h"], 15, {"g": 20, "h": 20}) == pytest.approx(20 / 40)
+    # An entry that does not say which text it shows (a chunk) shows nothing measurable.
+    assert text_visible([WindowEntry(0, 50, {"a": 0})], ["a"], 100, {"a": 30}) == 0.0
 
 
 def test_bootstrap_is_deterministic_and_brackets_the_mean() -> None:

@@ -16,6 +16,7 @@ from mempp.bench.chunking import whitespace_spans
 from mempp.bench.datasets import Question
 from mempp.bench.retrieve import MemppRetriever, clean_question
 from mempp.dates import parse_as_of
+from mempp.packing import PackingOptions
 from mempp.store import open_store
 
 from conftest import KeywordEmbedder
@@ -143,6 +144,7 @@ def test_end_to_end_run_writes_every_report(
     assert names == [
         "mempp-paper",
         "mempp-default",
+        "mempp-default-packed",
         "no-lex",
         "no-tag",
         "no-vec",
@@ -154,7 +156,9 @@ def test_end_to_end_run_writes_every_report(
         "full-context",
     ]
     assert results["systems"][0]["settings"]["w_vec"] == 2.0  # paper-locomo
-    assert results["systems"][4]["settings"]["w_vec"] == 0
+    assert results["systems"][5]["settings"]["w_vec"] == 0
+    assert results["systems"][2]["packing"] == PackingOptions().to_dict()
+    assert "packing" not in results["systems"][1]
     assert results["run"]["questions_run"] == 5  # category 5 dropped
     assert len(results["questions"]) == 5 * len(names)
     assert results["run"]["cache"]["reused"] is False
@@ -183,6 +187,15 @@ def test_end_to_end_run_writes_every_report(
     assert "### Window recall by category" in markdown and "| rag-12 |" in markdown
     assert "### Recall@10 by category" in markdown
     assert "## LoCoMo" in capsys.readouterr().out
+    # Gold text visible: records only (mempp and full context), never chunks.
+    assert rows[("vector", "locomo-1-q0")]["gold_visible"] == 1.0
+    assert rows[("full-context", "locomo-1-q0")]["gold_visible"] == 1.0
+    assert "gold_visible" not in rows[("rag-6", "locomo-1-q0")]
+    assert "gold_visible" in results["metrics"]
+    assert "gold_visible" not in results["aggregates"]["rag-6"]["overall"]
+    assert "| gold text |" in markdown and "### Gold text visible by category" in markdown
+    assert "### Evidence packing (option)" in markdown
+    assert "The headline is whole documents (`mempp-default`)" in markdown
 
 
 def test_plots_are_written_when_matplotlib_is_installed(tmp_path: Path, tiny: Path) -> None:
@@ -366,7 +379,54 @@ def test_system_selection() -> None:
     no_recency = systems.select("longmemeval", ["no-recency"])[0]
     assert no_recency.settings is not None and no_recency.settings.reserve == 0
     assert no_recency.settings.w_vec == 4.0
-    assert len(systems.select("locomo", None)) == 12
+    assert len(systems.select("locomo", None)) == 13
+    packed = systems.select("orgmembench", ["mempp-default-packed"])[0]
+    assert packed.packing == PackingOptions() and packed.settings == systems.preset("default")
+
+
+def test_packed_system_trades_text_for_records(tmp_path: Path, tiny: Path) -> None:
+    """A packed system shows the same records, as excerpts: same window recall, less gold text
+    visible, and its evidence (what an answerer gets) carries the excerpt markers."""
+    seen: dict[str, str] = {}
+
+    def hook(question: Question, evidence: str) -> dict[str, Any]:
+        seen[question.id] = evidence
+        return {}
+
+    bench = runner.load_benchmark("locomo", tiny)
+    small = PackingOptions(threshold=20, cap=20, passage=10, whole_first=0)
+    chosen = [
+        *systems.select("locomo", ["mempp-default"]),
+        systems.System("tiny-packed", "mempp", "", systems.preset("default"), packing=small),
+    ]
+    options = runner.RunOptions(
+        sweep=(3,),
+        window=10_000,
+        resamples=20,
+        progress=False,
+        answer_hook=hook,
+        answer_systems=("tiny-packed",),
+    )
+    results = runner.run(
+        bench,
+        chosen,
+        embedder=KeywordEmbedder(KEYWORDS),
+        cache_dir=tmp_path / "c",
+        options=options,
+        spans=whitespace_spans,
+    )
+    rows = {(r["system"], r["question"]): r for r in results["questions"]}
+    fewer = 0
+    for question in bench.questions:
+        whole = rows[("mempp-default", question.id)]
+        packed = rows[("tiny-packed", question.id)]
+        assert packed["window"] == whole["window"]
+        assert packed["sweep_window@3"] == whole["sweep_window@3"]
+        assert packed["gold_visible"] <= whole["gold_visible"] == whole["window"]
+        fewer += packed["gold_visible"] < whole["gold_visible"]
+    assert fewer >= 3
+    assert "full text: record" in seen["locomo-1-q0"] and "[excerpt: " in seen["locomo-1-q0"]
+    assert results["systems"][1]["packing"] == small.to_dict()
 
 
 def test_missing_matplotlib_skips_plots_only(

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from mempp import Memory, Settings
+from mempp import Memory, Settings, preset
 from mempp.query import lexical_query
 
 from conftest import KeywordEmbedder
@@ -41,8 +41,16 @@ def _sql_ranking(memory: Memory, query, as_of, limit) -> list[int]:
         store._bm25, store.bm25_min_rows = saved, saved_min
 
 
-@pytest.mark.parametrize("mode", ["disjunctive", "conjunctive"])
-def test_replica_equals_fts5_on_random_corpus(db_path, mode) -> None:
+@pytest.mark.parametrize(
+    "settings",
+    [
+        Settings(lexical_mode="disjunctive"),
+        Settings(lexical_mode="conjunctive"),
+        preset("default"),  # two-word phrases (FTS5 scores added), one term per stem
+    ],
+    ids=["disjunctive", "conjunctive", "default"],
+)
+def test_replica_equals_fts5_on_random_corpus(db_path, settings) -> None:
     rng = random.Random(7)
     with Memory(db_path, embedder=KeywordEmbedder(["budget", "plan"])) as memory:
         docs = []
@@ -58,7 +66,6 @@ def test_replica_equals_fts5_on_random_corpus(db_path, mode) -> None:
         memory.add_many([{"text": f"budget plan late addition {i}"} for i in range(20)])
         archived = [3, 4, 5]
         memory.store.set_state(memory.scope, archived, "archived", None)
-        settings = Settings(lexical_mode=mode)
         checked = 0
         for trial in range(60):
             question = " ".join(rng.choice(WORDS) for _ in range(rng.randint(1, 6)))
@@ -67,6 +74,8 @@ def test_replica_equals_fts5_on_random_corpus(db_path, mode) -> None:
                 continue
             as_of = None if trial % 3 else 1717200000 * 1_000_000
             limit = rng.choice([1, 5, 50, 200])
+            if query.unique_stems:
+                query = memory.store._one_term_per_stem(query)
             fast = memory.store._lexical_in_ram(memory.scope, query, as_of, limit)
             assert fast is not None, query
             assert fast == _sql_ranking(memory, query, as_of, limit), (question, as_of, limit)

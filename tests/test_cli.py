@@ -51,9 +51,14 @@ def test_add_json_and_skips(capsys, tmp_path, monkeypatch) -> None:
         "plan",
         "--source",
         "slack://x",
+        "--thread",
+        "#launch",
         "--json",
     )
     assert code == 0 and json.loads(out) == {"id": 1, "skipped": None}
+    conn = sqlite3.connect(db)
+    assert conn.execute("SELECT thread FROM records WHERE id = 1").fetchone() == ("#launch",)
+    conn.close()
     code, out, _ = run(capsys, "--db", db, "add", "Ship on Friday", "--author", "Ana", "--json")
     assert code == 0 and json.loads(out) == {"id": None, "skipped": "duplicate"}
     code, out, _ = run(capsys, "--db", db, "add", "   ", "--json")
@@ -97,6 +102,7 @@ def _corpus(tmp_path: Path) -> list[str]:
                         "date": "2024-01-15",
                         "tags": ["pricing"],
                         "source": "m/1",
+                        "thread": "pricing-review",
                     }
                 ),
                 "{not json",
@@ -123,7 +129,7 @@ def _corpus(tmp_path: Path) -> list[str]:
     folder = tmp_path / "notes"
     (folder / "sub").mkdir(parents=True, exist_ok=True)
     (folder / "a.md").write_text(
-        "---\nauthor: Lena\ndate: 2024-04-20\ntags: [release]\n---\n"
+        "---\nauthor: Lena\ndate: 2024-04-20\ntags: [release]\nthread: 42\n---\n"
         "Release notes: pricing page shows $15.\n",
         encoding="utf-8",
     )
@@ -150,6 +156,12 @@ def test_ingest_reports_every_failure_and_keeps_going(capsys, tmp_path) -> None:
     assert any(loc.endswith("missing.jsonl") for loc in locations)
     assert all(f["reason"] for f in summary["failures"])
     assert "feed.jsonl:2: invalid JSON" in err
+    conn = sqlite3.connect(db)
+    threads = dict(conn.execute("SELECT text, thread FROM records").fetchall())
+    conn.close()
+    assert threads["Team plan costs $12"] == "pricing-review"
+    assert threads["Release notes: pricing page shows $15."] == "42"  # YAML number, as text
+    assert threads["Team plan raised to $15"] is None
     # Re-ingesting adds nothing new.
     code, out, _ = run(capsys, "--db", db, "ingest", *_corpus(tmp_path)[:2])
     assert code == 3 and out.startswith("added 0, skipped 6 (5 duplicate, 1 empty), failed 6")
@@ -190,6 +202,15 @@ def test_search_and_evidence_json(capsys, tmp_path) -> None:
         assert entry.startswith("[") and f"record {row['id']}" in entry.split("\n")[0]
     code, out, _ = run(capsys, "--db", db, "evidence", "Team plan price", "-k", "2")
     assert code == 0 and out.startswith("[1] ")
+    # Packing: every record here is short, so nothing is cut, but the rows say so.
+    code, out, _ = run(
+        capsys, "--db", db, "evidence", "Team plan price", "--pack", "--pack-cap", "300", "--json"
+    )
+    assert code == 0 and all(row["excerpt"] is False for row in json.loads(out)["rows"])
+    code, _, err = run(capsys, "--db", db, "evidence", "Team plan", "--pack-cap", "300")
+    assert code == 2 and "need --pack" in err
+    code, _, err = run(capsys, "--db", db, "evidence", "Team plan", "--pack", "--pack-cap", "5000")
+    assert code == 2 and "must not exceed threshold" in err
 
 
 def test_reading_a_missing_database_is_an_error_and_creates_nothing(capsys, tmp_path) -> None:

@@ -49,6 +49,11 @@ the engines agree on plain words, but their analysers differ:
   split them at punctuation, so a query "3.14" (terms ``3``, ``14``) matches in SQLite only.
   Hyphenated words are indexed whole *and* in parts by PostgreSQL, so they match in both.
 * very long words (over 2047 bytes) are not indexed by PostgreSQL; FTS5 indexes them.
+* phrases (``Settings.phrases``): FTS5 scores a two-word phrase only where the words stand
+  side by side in the question's order; PostgreSQL's ``ts_rank_cd`` ranks a ``<->`` phrase
+  like its words close together, in either order.
+* one term per stem (``Settings.unique_stems``): each engine groups terms by its own
+  stemmer (porter vs Snowball), so the kept terms may differ where the stemmers do.
 * size: a PostgreSQL ``tsvector`` holds at most 1 MB, so for a document of more than roughly
   100,000 distinct words PostgreSQL indexes the longest prefix that fits (halving until it
   does) and a word only in the rest is not found; FTS5 indexes everything. The text itself is
@@ -70,7 +75,7 @@ import pytest
 
 from mempp import EncoderMismatch, InvalidInput, Memory, Settings
 from mempp.dates import parse_as_of
-from mempp.query import LexicalQuery
+from mempp.query import LexicalQuery, date_spans
 from mempp.records import Hit
 
 import engines
@@ -117,6 +122,7 @@ def signature(hits: Sequence[Hit]) -> list[tuple[object, ...]]:
             h.record.scope,
             h.record.state,
             h.record.superseded_by,
+            h.record.thread,
         )
         for h in hits
     ]
@@ -514,6 +520,7 @@ def _random_corpus(seed: int, size: int) -> list[tuple[str, dict[str, object]]]:
             "date": None
             if rng.random() < 0.2
             else f"2024-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d}",
+            "thread": rng.choice((None, "standup", "incident", "plans")),
         }
         corpus.append((scope, doc))
     return corpus
@@ -537,6 +544,7 @@ def test_engines_agree_on_a_random_corpus(both_locations: dict[str, str]) -> Non
     corpus = _random_corpus(seed=7, size=240)
     questions = _random_questions(seed=11, count=40)
     no_lex = Settings(w_lex=0, candidates=25, k=12, reserve=3, tag_ngrams=2)
+    threaded = no_lex.with_(thread_weight=0.5, thread_depth=2)
     results: dict[str, list[object]] = {}
     for engine, location in both_locations.items():
         out: list[object] = []
@@ -566,6 +574,8 @@ def test_engines_agree_on_a_random_corpus(both_locations: dict[str, str]) -> Non
                         out.append((question, as_of, mode, "vec", legs.vec))
                     hits = memory.search(question, as_of=as_of, settings=no_lex)
                     out.append((question, as_of, "search", signature(hits)))
+                    hits = memory.search(question, as_of=as_of, settings=threaded)
+                    out.append((question, as_of, "threaded", signature(hits)))
         finally:
             for memory in memories.values():
                 memory.close()
@@ -575,6 +585,146 @@ def test_engines_agree_on_a_random_corpus(both_locations: dict[str, str]) -> Non
     for left, right in zip(sqlite_out, postgres_out, strict=True):
         assert left == right
     assert any(isinstance(x, tuple) and x[3] == "vec" and x[4] for x in sqlite_out)
+    lifted = [
+        hit
+        for x in sqlite_out
+        if isinstance(x, tuple) and x[2] == "threaded"
+        for hit in x[3]
+        if "thread" in dict(hit[2])
+    ]
+    assert lifted, "thread context never lifted a row: the comparison would prove nothing"
+
+
+# -- threads: followers in thread order, context lent at read time ---------------------------
+
+
+def test_thread_followers_follow_thread_order_and_scope(engine_location: str) -> None:
+    with open_memory(engine_location) as memory:
+        # Ingest order differs from thread order: dates decide, undated rows sit at their
+        # ingest time (after every dated row here), equal dates go by id.
+        late = memory.add("alpha late", date="2024-03-01", thread="t").id
+        first = memory.add("alpha first", date="2024-01-01", thread="t").id
+        middle = memory.add("alpha middle", date="2024-02-01", thread="t").id
+        same_day = memory.add("alpha same day", date="2024-02-01", thread="t").id
+        undated = memory.add("alpha undated", thread="t").id
+        elsewhere = memory.add("alpha elsewhere", date="2024-01-15", thread="u").id
+        loose = memory.add("alpha loose", date="2024-01-20").id
+        archived = memory.add("alpha archived", date="2024-02-15", thread="t").id
+        memory.store.set_state("default", [archived], "archived", None)
+        store = memory.store
+        everyone = [late, first, middle, same_day, undated, elsewhere, loose, archived]
+        assert store.thread_followers("default", everyone, None, 2) == {
+            first: [middle, same_day],
+            middle: [same_day, late],
+            same_day: [late, undated],
+            late: [undated],
+            # the archived row is out of scope but still has a place in its thread
+            archived: [late, undated],
+        }
+        assert store.thread_followers("default", [first], None, 5) == {
+            first: [middle, same_day, late, undated]
+        }
+        # the as-of bound applies to followers (undated rows fail every bound)
+        bound = parse_as_of("2024-02-20")
+        assert store.thread_followers("default", [first, late], bound, 5) == {
+            first: [middle, same_day]
+        }
+        assert store.thread_followers("default", [], None, 2) == {}
+    with open_memory(engine_location, scope="other") as other:
+        other.add("alpha other tenant", date="2024-01-02", thread="t")
+        assert other.store.thread_followers("other", [first], None, 2) == {}
+        assert other.store.thread_followers("default", [first], None, 1) == {first: [middle]}
+
+
+def test_thread_context_lifts_the_reply_to_a_matching_row(engine_location: str) -> None:
+    lexical = LEX.with_(thread_weight=0.5, thread_depth=2)
+    with open_memory(engine_location) as memory:
+        question = memory.add("when is the launch", author="Ana", thread="chat").id
+        answer = memory.add("friday at noon", author="Bob", thread="chat").id
+        thanks = memory.add("thanks", author="Ana", thread="chat").id
+        memory.add("unrelated small talk", thread="other")
+        memory.add("lunch menu", date="2024-01-01")
+        assert ids(memory.search("launch", settings=LEX)) == [question]
+        hits = memory.search("launch", settings=lexical)
+        assert ids(hits) == [question, answer, thanks]
+        assert [h.leg_ranks for h in hits] == [{"lex": 1}, {"thread": 1}, {"thread": 1}]
+        assert hits[1].score == 0.5 * hits[0].score
+        assert hits[2].score == 0.25 * hits[0].score
+        assert ids(memory.search("launch", settings=lexical.with_(thread_depth=1))) == [
+            question,
+            answer,
+        ]
+        assert memory.get(answer).thread == "chat"
+        assert memory.get(answer).to_dict()["thread"] == "chat"
+
+
+# -- phrases, one term per stem, the date leg ----------------------------------------------
+
+
+def test_phrases_and_unique_stems_in_the_lexical_leg(engine_location: str) -> None:
+    plain = LEX.with_(stop_words="english", max_terms=None)
+    with open_memory(engine_location) as memory:
+        apart = memory.add("uptime is measured against the target").id
+        together = memory.add("the uptime target is measured").id
+        reversed_ = memory.add("the target uptime is measured").id
+        hits = memory.search("uptime target", settings=plain.with_(phrases=True))
+        assert set(ids(hits)) == {apart, together, reversed_}
+        assert ids(hits).index(together) < ids(hits).index(apart)
+        if engine_of(engine_location) == "sqlite":
+            # BM25 alone ties the three rows (same words, same lengths): newest first. The
+            # FTS5 phrase scores only the row with the words in the question's order.
+            assert ids(memory.search("uptime target", settings=plain)) == [
+                reversed_,
+                together,
+                apart,
+            ]
+            assert ids(hits)[0] == together
+        # PostgreSQL: ts_rank_cd already prefers short covers; it ranks a phrase like its
+        # words close together, in either order (pinned in the module docstring).
+
+    with open_memory(engine_location, scope="stems") as memory:
+        memory.add_many([f"filler row {i}" for i in range(6)])
+        announced = memory.add("the board announced it").id
+        vendor = memory.add("the board vendor it").id  # newer, same length
+        question = "vendor announced announcement"
+        # "announced" and "announcement" share a stem in both analysers. Counted once, the
+        # two rows tie on the lexical score and the newer comes first.
+        once = memory.search(question, settings=plain.with_(unique_stems=True))
+        assert ids(once) == [vendor, announced]
+        if engine_of(engine_location) == "sqlite":
+            # FTS5 scores each query term on its own: the shared stem counts twice and
+            # outweighs "vendor". (ts_rank_cd counts a repeated lexeme once either way.)
+            assert ids(memory.search(question, settings=plain)) == [announced, vendor]
+
+
+def test_date_leg_lifts_rows_of_the_named_day(engine_location: str) -> None:
+    dated = Settings(w_tag=0, w_vec=0, reserve=0, w_date=1.0, gamma=5)
+    with open_memory(engine_location) as memory:
+        early = memory.add("budget review", date="2024-03-01").id
+        on_day = memory.add("budget review notes", date="2024-03-31T09:00").id
+        silent = memory.add("we met and agreed", date="2024-03-31T10:00").id
+        later = memory.add("budget review again", date="2024-04-02").id
+        memory.add("unrelated", date="2024-05-01")
+        base = ids(memory.search("budget review on March 31, 2024", settings=LEX))
+        assert on_day in base and silent not in base
+        hits = memory.search("budget review on March 31, 2024", settings=dated)
+        # the day's matching row first; the rest of the day enters through the date leg
+        assert ids(hits)[0] == on_day and hits[0].leg_ranks["date"] == 1
+        by_id = {hit.id: hit for hit in hits}
+        assert by_id[silent].leg_ranks == {"date": 2}
+        assert {early, later} <= set(by_id)
+        # the as-of bound applies to the date leg too
+        bounded = memory.search(
+            "budget review on March 31, 2024", settings=dated, as_of="2024-03-31T09:30"
+        )
+        assert silent not in ids(bounded)
+        store = memory.store
+        march = date_spans("in March 2024")
+        assert store.dated_within("default", march, None, 10) == [silent, on_day, early]
+        assert store.dated_within("default", march, None, 2) == [silent, on_day]
+        assert store.dated_within("default", march, None, 10, among=[early, later]) == [early]
+        assert store.dated_within("default", march, None, 10, among=[]) == []
+        assert store.dated_within("other", march, None, 10) == []
 
 
 # -- append-only, enforced by each database itself --------------------------------------
@@ -591,6 +741,7 @@ def _raw_statements(location: str, rid: int) -> tuple[list[str], list[str]]:
         f"UPDATE records SET scope = 'other' WHERE id = {rid}",
         f"UPDATE records SET tags = tags WHERE id = {rid}",
         f"UPDATE records SET embedding = embedding WHERE id = {rid}",
+        f"UPDATE records SET thread = 'other' WHERE id = {rid}",
         "DELETE FROM record_tags",
         "UPDATE record_tags SET label = 'x'",
     ]

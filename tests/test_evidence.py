@@ -5,6 +5,8 @@ from __future__ import annotations
 import pytest
 
 from mempp import InvalidInput, Settings, render_evidence
+from mempp.packing import PackingOptions
+from mempp.records import Hit, Record
 
 
 @pytest.fixture
@@ -64,3 +66,95 @@ def test_memory_evidence_matches_search(keyword_memory) -> None:
     evidence = keyword_memory.evidence("alpha", as_of="2024-02-01")
     assert [row.id for row in evidence.rows] == [1]
     assert "2024-01-01" in evidence.text and "alpha two" not in evidence.text
+
+
+# -- packing (mempp.packing) -------------------------------------------------------------------
+LONG = "\n\n".join(
+    [
+        "Opening: minutes of the launch review, written up by the programme office.",
+        *(f"Item {i}: routine status, nothing changed since the last review." for i in range(20)),
+        "Decision: the launch moves to 2024-09-01 because the gamma vendor slipped.",
+        *(
+            f"Note {i}: follow-ups are tracked in the usual place, owners unchanged."
+            for i in range(20)
+        ),
+    ]
+)
+
+
+def _hit(record_id: int, text: str, date: str | None = "2024-05-01") -> Hit:
+    record = Record(record_id, text, "Ana", date, (), None, "s", "", "active", None)
+    return Hit(record, record_id, 0.0)
+
+
+PACKED = PackingOptions(threshold=500, cap=300, passage=120, whole_first=0)
+
+
+def test_packing_off_is_unchanged(hits) -> None:
+    plain = render_evidence(hits)
+    expected = "\n\n".join(
+        f"[{i}] {h.record.date or 'undated'}"
+        + (f" | {h.record.author}" if h.record.author else "")
+        + f" | record {h.id}\n{h.record.text}"
+        for i, h in enumerate(hits, start=1)
+    )
+    assert plain.text == expected
+    assert render_evidence(hits, packing=None, query="budget") == plain
+    for row, hit in zip(plain.rows, hits, strict=True):
+        assert not row.excerpt and row.shown == len(hit.record.text)
+        assert row.to_dict() == {
+            "id": row.id,
+            "offset": row.offset,
+            "length": row.length,
+            "truncated": False,
+            "excerpt": False,
+            "shown": len(hit.record.text),
+        }
+
+
+def test_packed_entries_carry_marker_id_and_spans() -> None:
+    hits = [_hit(11, "Short gamma note."), _hit(12, LONG), _hit(13, LONG, None)]
+    for style in ("headers", "paper"):
+        evidence = render_evidence(
+            hits, packing=PACKED, query="When does the launch move?", style=style
+        )
+        short, long, undated = evidence.rows
+        assert not short.excerpt and short.shown == len("Short gamma note.")
+        assert long.excerpt and undated.excerpt
+        assert 0 < long.shown <= PACKED.cap
+        entry = evidence.text[long.offset : long.offset + long.length]
+        assert "[excerpt: " in entry and "full text: record 12]" in entry
+        assert "Decision: the launch moves to 2024-09-01" in entry
+        for row in evidence.rows:
+            text = next(h.record.text for h in hits if h.id == row.id)
+            assert row.shown == sum(length for _, _, length in row.spans)
+            for inside, source, length in row.spans:
+                start = row.offset + inside
+                assert evidence.text[start : start + length] == text[source : source + length]
+    assert len(render_evidence(hits, packing=PACKED, query="launch").text) < 2 * len(LONG)
+
+
+def test_packed_budget_is_never_exceeded() -> None:
+    hits = [_hit(21, LONG), _hit(22, LONG), _hit(23, "Tail note.")]
+    full = render_evidence(hits, packing=PACKED, query="launch decision")
+    for budget in (1, 30, 80, 200, 400, len(full.text) - 1, len(full.text)):
+        evidence = render_evidence(hits, budget=budget, packing=PACKED, query="launch decision")
+        assert len(evidence.text) <= budget
+        for row in evidence.rows[:-1]:
+            assert not row.truncated
+        if evidence.rows and evidence.rows[-1].truncated:
+            last = evidence.rows[-1]
+            assert evidence.text.endswith("[...]")
+            assert last.shown <= full.rows[len(evidence.rows) - 1].shown
+            for inside, _, length in last.spans:
+                assert last.offset + inside + length <= len(evidence.text)
+    same = render_evidence(hits, budget=len(full.text), packing=PACKED, query="launch decision")
+    assert same == full
+
+
+def test_packing_needs_a_query_and_options() -> None:
+    hits = [_hit(1, LONG)]
+    with pytest.raises(InvalidInput, match="query"):
+        render_evidence(hits, packing=PACKED)
+    with pytest.raises(InvalidInput):
+        render_evidence(hits, packing={"cap": 10}, query="x")  # type: ignore[arg-type]

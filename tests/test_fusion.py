@@ -1,10 +1,10 @@
-"""The ranking math as pure functions: weighted RRF and the recency reserve."""
+"""The ranking math as pure functions: weighted RRF, thread context and the recency reserve."""
 
 from __future__ import annotations
 
 import pytest
 
-from mempp.fusion import Fused, rrf, select_with_reserve
+from mempp.fusion import Fused, add_date_leg, add_thread_context, rrf, select_with_reserve
 
 
 def test_rrf_arithmetic_ranks_from_zero() -> None:
@@ -84,3 +84,41 @@ def test_reserve_zero_and_k_smaller_than_reserve() -> None:
     assert [f.id for f in none.fused] == [1, 2, 3] and none.reserved == []
     tiny = select_with_reserve(fused, 2, 3, recency_key=lambda r: r, unmatched_fill=lambda e, n: [])
     assert tiny.fused == [] and [f.id for f in tiny.reserved] == [5, 4]
+
+
+def test_thread_context_lends_decaying_shares_of_fused_scores() -> None:
+    fused = [Fused(1, 0.8, {"lex": 1}), Fused(2, 0.4, {"vec": 1}), Fused(3, 0.1, {"lex": 2})]
+    # 1 -> 2 -> 4 is one thread; 3 -> 5 another; 6 is in no fused row's thread window
+    followers = {1: [2, 4], 2: [4], 3: [5]}
+    out = add_thread_context(fused, followers, weight=0.5)
+    scores = {f.id: f.score for f in out}
+    assert scores == pytest.approx({1: 0.8, 2: 0.8, 4: 0.2 + 0.2, 3: 0.1, 5: 0.05})
+    # only fused scores are lent: 2's received 0.4 is not passed on to 4
+    assert [f.id for f in out] == [2, 1, 4, 3, 5]  # 2 ties 1 and is newer
+    by_id = {f.id: f for f in out}
+    assert by_id[2].leg_ranks == {"vec": 1, "thread": 1}
+    assert by_id[4].leg_ranks == {"thread": 1}  # 0.2 from row 1 (position 1) ties row 2's
+    assert by_id[5].leg_ranks == {"thread": 3}
+    assert by_id[1].leg_ranks == {"lex": 1}
+
+
+def test_thread_context_off_or_without_threads_changes_nothing() -> None:
+    fused = [Fused(1, 0.8, {"lex": 1}), Fused(2, 0.4, {"vec": 1})]
+    assert add_thread_context(fused, {1: [2]}, weight=0.0) == fused
+    assert add_thread_context(fused, {}, weight=0.5) == fused
+    assert add_thread_context([], {}, weight=0.5) == []
+
+
+def test_date_leg_ranks_dated_rows_by_fused_order_then_newest() -> None:
+    fused = [Fused(1, 0.5, {"lex": 1}), Fused(2, 0.3, {"lex": 2}), Fused(3, 0.2, {"vec": 1})]
+    # rows 2 and 3 are dated in the named span; 7 and 9 too, but no leg found them
+    out = add_date_leg(fused, [9, 3, 7, 2], weight=1.0, gamma=5.0, limit=3)
+    scores = {f.id: f.score for f in out}
+    assert scores == pytest.approx({1: 0.5, 2: 0.3 + 1 / 5, 3: 0.2 + 1 / 6, 9: 1 / 7})
+    assert 7 not in scores  # beyond the limit of 3 dated rows
+    assert [f.id for f in out] == [2, 1, 3, 9]
+    by_id = {f.id: f for f in out}
+    assert by_id[2].leg_ranks == {"lex": 2, "date": 1}
+    assert by_id[9].leg_ranks == {"date": 3}
+    assert add_date_leg(fused, [], 1.0, 5.0, 10) == fused
+    assert add_date_leg(fused, [2], 0.0, 5.0, 10) == fused

@@ -24,6 +24,7 @@ from __future__ import annotations
 import sqlite3
 import threading
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
@@ -31,9 +32,11 @@ import pytest
 
 from mempp import InvalidInput, Memory, Settings
 from mempp.consolidate import MERGE_MAX_TOKENS, RunReport, consolidate, history, undo
+from mempp.dates import now_key, parse_event_date
 from mempp.evidence import FACTS_HEADING, RelatedFact
 from mempp.graph import MAX_FACTS, GraphOptions, extract, related_facts
 from mempp.llm import LLMClient
+from mempp.records import text_hash
 from mempp.store.base import (
     ConsolidationStore,
     GraphStore,
@@ -179,8 +182,59 @@ def _change(record_id, old_state, old_by, new_state, new_by) -> dict[str, object
 def test_both_engines_offer_both_layers(memory: Memory, engine_location: str) -> None:
     supports(memory.store, ConsolidationStore, "consolidation")
     supports(memory.store, GraphStore, "the entity graph")
-    assert memory.store.schema_version() == 2  # type: ignore[attr-defined]
-    assert query(engine_location, "SELECT max(version) FROM mempp_migrations") == [(2,)]
+    newest = newest_schema(engine_location)
+    assert memory.store.schema_version() == newest  # type: ignore[attr-defined]
+    assert query(engine_location, "SELECT max(version) FROM mempp_migrations") == [(newest,)]
+
+
+def newest_schema(location: str) -> int:
+    import mempp.store.postgres as pg_engine
+    import mempp.store.sqlite as sqlite_engine
+
+    engine = pg_engine if engine_of(location) == "postgres" else sqlite_engine
+    return engine.MIGRATIONS[-1].version
+
+
+def write_version_1_rows(
+    location: str, embedder: KeywordEmbedder, rows: list[tuple[str, str, str]]
+) -> list[int]:
+    """Rows as mempp's schema 1 stored them (no thread column), written outside mempp."""
+    columns = (
+        "scope, text, text_hash, author, event_date, event_key, tags, source, "
+        "ingested_at, ingested_key, embedding"
+    )
+    ids = []
+    for text, author, day in rows:
+        date = parse_event_date(day)
+        assert date is not None
+        vector = embedder.embed([text])[0].astype("<f4")
+        values = ["default", text, text_hash(text), author, date.text, date.key]
+        stamp = (datetime.now(UTC).isoformat(), now_key())
+        if engine_of(location) == "sqlite":
+            conn = sqlite3.connect(location, isolation_level=None)
+            try:
+                cursor = conn.execute(
+                    f"""INSERT INTO records ({columns})
+                        VALUES (?, ?, ?, ?, ?, ?, '[]', NULL, ?, ?, ?)""",
+                    (*values, *stamp, vector.tobytes()),
+                )
+                ids.append(cursor.lastrowid)
+            finally:
+                conn.close()
+        else:
+            import psycopg
+
+            literal = "[" + ",".join(repr(float(x)) for x in vector) + "]"
+            with psycopg.connect(location, autocommit=True) as pg:
+                ids.append(
+                    pg.execute(
+                        f"""INSERT INTO records ({columns})
+                            VALUES (%s, %s, %s, %s, %s, %s, '{{}}', NULL, %s, %s, %s::vector)
+                            RETURNING id""",
+                        (*values, *stamp, literal),
+                    ).fetchone()[0]
+                )
+    return ids
 
 
 def test_a_version_1_store_is_upgraded_in_place(
@@ -194,11 +248,20 @@ def test_a_version_1_store_is_upgraded_in_place(
         patch.setattr(engine, "MIGRATIONS", engine.MIGRATIONS[:1])
         with open_memory(engine_location, embedder) as old:
             assert old.store.schema_version() == 1  # type: ignore[attr-defined]
-            ids = launch_group(old)
+    ids = write_version_1_rows(
+        engine_location,
+        embedder,
+        [
+            ("launch friday", "Ana", "2024-01-10"),
+            ("launch friday launch", "Ben", "2024-03-01"),
+            ("launch launch friday", "Cleo", "2024-02-01"),
+        ],
+    )
     before = content(engine_location)
     with open_memory(engine_location, embedder) as memory:
-        assert memory.store.schema_version() == 2  # type: ignore[attr-defined]
+        assert memory.store.schema_version() == newest_schema(engine_location)  # type: ignore[attr-defined]
         assert content(engine_location) == before
+        assert {memory.get(i).thread for i in ids} == {None}
         label(server, "conflict")
         assert consolidate(memory, llm).superseded == 2
     assert states(engine_location)[ids[0]] == ("active", ids[1])

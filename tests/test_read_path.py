@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from mempp import InvalidDate, InvalidInput, Memory, Settings
+from mempp import InvalidDate, InvalidInput, Memory, PackingOptions, Settings
 
 NO_RESERVE = Settings(reserve=0)
 
@@ -236,3 +236,19 @@ def test_hostile_query_terms_match_literally(keyword_memory) -> None:
     keyword_memory.add("something else entirely")
     lex_only = Settings(w_vec=0, w_tag=0, reserve=0, lexical_mode="conjunctive")
     assert ids(keyword_memory.search("NEAR station", settings=lex_only)) == [target]
+
+
+def test_evidence_packing_shows_long_records_as_marked_excerpts(keyword_memory) -> None:
+    filler = " ".join(f"Routine note {i} about nothing in particular." for i in range(40))
+    long_id = keyword_memory.add(filler + " The budget review moved to Friday. " + filler).id
+    short_id = keyword_memory.add("budget approved").id
+    packing = PackingOptions(threshold=400, cap=200, passage=100, whole_first=0)
+    whole = keyword_memory.evidence("budget review", k=5)
+    packed = keyword_memory.evidence("budget review", k=5, packing=packing)
+    rows = {row.id: row for row in packed.rows}
+    assert rows[short_id].excerpt is False and rows[short_id].shown == len("budget approved")
+    assert rows[long_id].excerpt is True and 0 < rows[long_id].shown <= 200
+    assert f"full text: record {long_id}" in packed.text
+    assert "The budget review moved to Friday." in packed.text  # the passage naming the query
+    assert len(packed.text) < len(whole.text)
+    assert keyword_memory.get(long_id).text.startswith(filler)  # the record itself is whole

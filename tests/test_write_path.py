@@ -26,6 +26,7 @@ def test_record_keeps_everything_it_was_given(keyword_memory) -> None:
         date="2024-02-03T04:05:06+02:00",
         tags=["Plan", "plan", " "],
         source="slack://c/1",
+        thread=" #launch ",
     ).id
     record = keyword_memory.get(rid)
     assert record.text == text  # stored byte for byte, never trimmed
@@ -33,7 +34,10 @@ def test_record_keeps_everything_it_was_given(keyword_memory) -> None:
     assert record.date == "2024-02-03T04:05:06+02:00" and record.day == "2024-02-03"
     assert record.tags == ("Plan", "plan")
     assert record.source == "slack://c/1"
+    assert record.thread == "#launch"
     assert record.state == "active" and record.superseded_by is None
+    assert keyword_memory.get(keyword_memory.add("no thread").id).thread is None
+    assert keyword_memory.get(keyword_memory.add("blank thread", thread="  ").id).thread is None
 
 
 def test_dedupe_is_per_author_and_scope_and_exact(db_path) -> None:
@@ -122,7 +126,14 @@ def test_bad_inputs_are_clear_errors(keyword_memory) -> None:
         keyword_memory.add("x\x00y")
     with pytest.raises(InvalidInput):
         Document.create("x", author=5)  # type: ignore[arg-type]
-    for field in ({"author": "a\x00"}, {"source": "s\x00"}, {"tags": ["t\x00"]}):
+    with pytest.raises(InvalidInput, match="thread must be a string"):
+        keyword_memory.add("x", thread=7)  # type: ignore[arg-type]
+    for field in (
+        {"author": "a\x00"},
+        {"source": "s\x00"},
+        {"tags": ["t\x00"]},
+        {"thread": "t\x00"},
+    ):
         with pytest.raises(InvalidInput, match="NUL"):
             keyword_memory.add("x", **field)
     assert len(keyword_memory) == 0

@@ -18,6 +18,7 @@ from mempp.errors import (
 )
 from mempp.evidence import Evidence, EvidenceRow, render_evidence
 from mempp.memory import Memory
+from mempp.packing import PackingOptions
 from mempp.records import AddResult, Document, Hit, Record
 from mempp.settings import PRESETS, Settings, preset
 
@@ -37,6 +38,7 @@ __all__ = [
     "InvalidInput",
     "Memory",
     "MemppError",
+    "PackingOptions",
     "Record",
     "RecordNotFound",
     "Settings",

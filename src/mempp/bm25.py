@@ -67,11 +67,14 @@ class Bm25Index:
         conjunctive: bool,
         eligible: Callable[[np.ndarray], np.ndarray],
         limit: int,
+        extra: tuple[np.ndarray, np.ndarray] | None = None,
     ) -> list[int]:
         """Ids of the best ``limit`` eligible rows, best first, ties to the newer id.
 
         ``terms`` are FTS5 tokens (one per query phrase, in query order); ``eligible`` maps
         candidate ids to a boolean mask (tenant, active, as-of), applied before ranking.
+        ``extra`` = (ids, scores) adds the scores of multi-word phrases, which FTS5 computes
+        (it knows positions); a row matching a phrase also matches its words.
         """
         if not terms or limit <= 0 or self.rows == 0:
             return []
@@ -91,6 +94,10 @@ class Bm25Index:
                 length = self._doclen[ids]
                 score[ids] += idf * ((tf * (K1 + 1.0)) / (tf + K1 * (1 - B + B * length / avgdl)))
                 hits[ids] += 1
+            if extra is not None:
+                ids, values = extra
+                known = ids < size
+                np.add.at(score, ids[known], values[known])
         needed = len(terms) if conjunctive else 1
         candidates = np.flatnonzero(hits >= needed)
         if len(candidates) == 0:

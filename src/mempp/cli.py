@@ -17,6 +17,7 @@ from typing import Any
 
 from mempp.errors import InvalidInput, MemppError
 from mempp.evidence import Evidence
+from mempp.packing import PackingOptions
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_PARTIAL = 0, 1, 2, 3
 
@@ -49,6 +50,9 @@ def build_parser() -> argparse.ArgumentParser:
     add.add_argument("--date", help="event date, ISO 8601 (YYYY-MM-DD or datetime)")
     add.add_argument("--tag", action="append", default=[], dest="tags", help="repeatable")
     add.add_argument("--source", help="where the document came from (URI, path)")
+    add.add_argument(
+        "--thread", help="conversation, channel thread, e-mail thread or ticket it belongs to"
+    )
     add.add_argument("--json", action="store_true", help="print a JSON object")
 
     ingest = commands.add_parser("ingest", help="store documents from JSONL files and folders")
@@ -66,6 +70,26 @@ def build_parser() -> argparse.ArgumentParser:
         if name == "evidence":
             sub.add_argument("--budget", type=int, default=None, help="max characters")
             sub.add_argument("--style", choices=("headers", "paper"), default="headers")
+            sub.add_argument(
+                "--pack",
+                action="store_true",
+                help="show long records below the best-ranked as query-focused excerpts",
+            )
+            defaults = PackingOptions()
+            for option, what in (
+                ("threshold", "records up to this many characters stay whole"),
+                ("cap", "characters of a long record shown"),
+                ("passage", "longest passage, in characters"),
+                ("whole-first", "best-ranked hits always shown whole"),
+            ):
+                field = option.replace("-", "_")
+                sub.add_argument(
+                    f"--pack-{option}",
+                    type=int,
+                    default=None,
+                    dest=f"pack_{field}",
+                    help=f"with --pack: {what} (default {getattr(defaults, field)})",
+                )
 
     ask = commands.add_parser("ask", help="answer a question from memory with an LLM")
     ask.add_argument("question")
@@ -167,6 +191,8 @@ def _dispatch(args: argparse.Namespace) -> int:
         preset(args.preset)
     if getattr(args, "k", None) is not None and args.k < 1:
         raise InvalidInput("-k must be >= 1")
+    if args.command == "evidence":
+        args.packing = _packing(args)  # validated before the store is opened
     llm = None
     if args.command == "ask":
         from mempp.llm import LLMClient
@@ -218,7 +244,12 @@ def _open(args: argparse.Namespace):  # type: ignore[no-untyped-def]
 
 def _add(memory, args: argparse.Namespace, text: str) -> int:  # type: ignore[no-untyped-def]
     result = memory.add(
-        text, author=args.author, date=args.date, tags=args.tags, source=args.source
+        text,
+        author=args.author,
+        date=args.date,
+        tags=args.tags,
+        source=args.source,
+        thread=args.thread,
     )
     if args.json:
         _print_json({"id": result.id, "skipped": result.skipped})
@@ -300,6 +331,16 @@ def _search(memory, args: argparse.Namespace) -> int:  # type: ignore[no-untyped
     return EXIT_OK
 
 
+def _packing(args: argparse.Namespace) -> PackingOptions | None:
+    fields = ("threshold", "cap", "passage", "whole_first")
+    given = {
+        f: getattr(args, f"pack_{f}") for f in fields if getattr(args, f"pack_{f}") is not None
+    }
+    if given and not args.pack:
+        raise InvalidInput("--pack-* options need --pack")
+    return PackingOptions(**given) if args.pack else None
+
+
 def _evidence(memory, args: argparse.Namespace) -> int:  # type: ignore[no-untyped-def]
     evidence: Evidence = memory.evidence(
         args.query,
@@ -308,6 +349,7 @@ def _evidence(memory, args: argparse.Namespace) -> int:  # type: ignore[no-untyp
         budget=args.budget,
         style=args.style,
         settings=args.preset,
+        packing=args.packing,
     )
     if args.json:
         _print_json(evidence.to_dict())

@@ -390,13 +390,20 @@ def conflict_changes(records: Sequence[Record]) -> tuple[int, tuple[StateChange,
 
 
 def merged_document(records: Sequence[Record], text: str, source: str) -> Document:
-    """The merged row: earliest date of the group, every author, the union of tags."""
+    """The merged row: earliest date of the group, every author, the union of tags, and the
+    thread the originals share (none when they come from different threads)."""
     dated = [(key, r.date) for r in records if (key := _date_key(r)) is not None]
     earliest = min(dated)[1] if dated else None
     authors = _unique(r.author for r in records if r.author)
     tags = _unique(tag for r in records for tag in r.tags)
+    threads = {r.thread for r in records}
     return Document.create(
-        text, author=", ".join(authors) or None, date=earliest, tags=tags, source=source
+        text,
+        author=", ".join(authors) or None,
+        date=earliest,
+        tags=tags,
+        source=source,
+        thread=threads.pop() if len(threads) == 1 else None,
     )
 
 

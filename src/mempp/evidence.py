@@ -3,6 +3,10 @@
 The header lets a model compare versions of a fact by when they were written and who wrote
 them, and cite the record id. ``style="paper"`` reproduces the authors' harness instead:
 ``"{i}. {text}"`` with no header, for runs where date and speaker lead the stored text.
+
+Optional packing (``packing=PackingOptions(), query=...``, see :mod:`mempp.packing`) shows a
+long record as query-focused excerpts, under a marker line naming the record, so that more
+records fit a window; without it every record is shown whole.
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from mempp.errors import InvalidInput
+from mempp.packing import Excerpt, PackingOptions, pack, whole
 from mempp.records import Hit
 
 EvidenceStyle = Literal["headers", "paper"]
@@ -21,12 +26,21 @@ SEPARATOR = "\n\n"
 
 @dataclass(frozen=True, slots=True)
 class EvidenceRow:
-    """Where one record's entry sits in the rendered block."""
+    """Where one record's entry sits in the rendered block.
+
+    ``excerpt``: the entry shows passages of the record, not its whole text (packing).
+    ``shown``: how many characters of the record's text the entry holds (all of them for a
+    whole entry; fewer for an excerpt or an entry a budget cut). ``spans`` place that text:
+    ``(offset in the entry, offset in the record, length)`` per contiguous piece.
+    """
 
     id: int
     offset: int
     length: int
     truncated: bool
+    excerpt: bool = False
+    shown: int | None = None
+    spans: tuple[tuple[int, int, int], ...] = ()
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -34,6 +48,8 @@ class EvidenceRow:
             "offset": self.offset,
             "length": self.length,
             "truncated": self.truncated,
+            "excerpt": self.excerpt,
+            "shown": self.shown,
         }
 
 
@@ -86,39 +102,85 @@ def header(hit: Hit, position: int) -> str:
     return f"[{position}] " + " | ".join(parts)
 
 
-def render_entry(hit: Hit, position: int, style: EvidenceStyle) -> tuple[str, str]:
-    """The entry as (head, body); the body is what a budget may cut."""
-    if style == "paper":
-        return f"{position}. ", hit.record.text
-    return header(hit, position) + "\n", hit.record.text
+def render_entry(
+    hit: Hit, position: int, style: EvidenceStyle, shown: Excerpt | None = None
+) -> tuple[str, str]:
+    """The entry as (head, body); the body is what a budget may cut. ``shown`` is what packing
+    chose to show of the record (whole when ``None``); an excerpt's marker line ends the head."""
+    head = f"{position}. " if style == "paper" else header(hit, position) + "\n"
+    if shown is None:
+        return head, hit.record.text
+    if shown.marker is not None:
+        head += shown.marker + "\n"
+    return head, shown.body
+
+
+def _cut(
+    spans: tuple[tuple[int, int, int], ...], at: int, shift: int
+) -> tuple[tuple[int, int, int], ...]:
+    """Body spans kept by a cut at body offset ``at``, moved ``shift`` characters (the head)."""
+    kept = []
+    for body_offset, record_offset, length in spans:
+        length = min(length, at - body_offset)
+        if length > 0:
+            kept.append((body_offset + shift, record_offset, length))
+    return tuple(kept)
 
 
 def render_evidence(
-    hits: Sequence[Hit], *, budget: int | None = None, style: EvidenceStyle = "headers"
+    hits: Sequence[Hit],
+    *,
+    budget: int | None = None,
+    style: EvidenceStyle = "headers",
+    packing: PackingOptions | None = None,
+    query: str | None = None,
 ) -> Evidence:
     """Render hits in order. With ``budget``, the block never exceeds that many characters:
-    the entry that crosses it is cut (ending with ``[...]``) and no later entry is shown."""
+    the entry that crosses it is cut (ending with ``[...]``) and no later entry is shown.
+
+    With ``packing``, records longer than its threshold are shown as excerpts chosen for
+    ``query`` (the question's text, required then; see :mod:`mempp.packing`); without it the
+    output is the same as it has always been.
+    """
     if style not in ("headers", "paper"):
         raise InvalidInput(f"unknown evidence style {style!r} (choose headers or paper)")
     if budget is not None and (not isinstance(budget, int) or budget < 1):
         raise InvalidInput(f"budget must be a positive number of characters, got {budget!r}")
+    if packing is not None and not isinstance(packing, PackingOptions):
+        raise InvalidInput(f"packing must be PackingOptions or None, got {packing!r}")
+    if packing is not None and not isinstance(query, str):
+        raise InvalidInput("packing chooses passages for a query: pass query= (the question text)")
+    if packing is None:
+        shown: list[Excerpt | None] = [None] * len(hits)
+    else:
+        assert query is not None
+        shown = list(pack([(hit.id, hit.record.text) for hit in hits], query, packing))
     pieces: list[str] = []
     rows: list[EvidenceRow] = []
     used = 0
-    for position, hit in enumerate(hits, start=1):
+    for position, (hit, part) in enumerate(zip(hits, shown, strict=True), start=1):
         sep = SEPARATOR if pieces else ""
-        head, body = render_entry(hit, position, style)
+        head, body = render_entry(hit, position, style, part)
         entry = head + body
+        spans = (part or whole(hit.record.text)).spans
+        excerpt = part is not None and part.excerpt
         room = None if budget is None else budget - used - len(sep)
-        if room is not None and len(entry) > room:
+        cut = room is not None and len(entry) > room
+        if cut:
+            assert room is not None
             keep = room - len(head) - len(TRUNCATION_MARK)
-            if keep > 0:
-                entry = head + body[:keep].rstrip() + TRUNCATION_MARK
-                pieces.append(sep + entry)
-                rows.append(EvidenceRow(hit.id, used + len(sep), len(entry), True))
-            break
+            if keep <= 0:
+                break
+            body = body[:keep].rstrip()
+            entry = head + body + TRUNCATION_MARK
+        spans = _cut(spans, len(body), len(head))
+        shown_chars = sum(length for _, _, length in spans)
         pieces.append(sep + entry)
-        rows.append(EvidenceRow(hit.id, used + len(sep), len(entry), False))
+        rows.append(
+            EvidenceRow(hit.id, used + len(sep), len(entry), cut, excerpt, shown_chars, spans)
+        )
+        if cut:
+            break
         used += len(sep) + len(entry)
     return Evidence("".join(pieces), rows)
 

@@ -1,11 +1,12 @@
-"""The ranking math of the read path, as pure functions: weighted RRF and the recency reserve.
+"""The ranking math of the read path, as pure functions: weighted RRF, the date leg, thread
+context and the recency reserve.
 
 Ids are integers that grow with ingest order, so "ingest recency" is simply "larger id".
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
 
@@ -38,6 +39,65 @@ def rrf(
                 continue
             row_ranks[leg] = position + 1
             scores[row] = scores.get(row, 0.0) + weight / (gamma + position)
+    order = sorted(scores, key=lambda row: (-scores[row], -row))
+    return [Fused(row, scores[row], ranks[row]) for row in order]
+
+
+DATE = "date"
+
+
+def add_date_leg(
+    fused: Sequence[Fused], dated: Collection[int], weight: float, gamma: float, limit: int
+) -> list[Fused]:
+    """The date leg: rows dated within a day or month the question names, ranked by the other
+    legs' fused order (rows no leg found come after, newest first), at most ``limit``, fused
+    in with ``weight / (gamma + rank)`` like any leg.
+
+    It is a second stage because a date says *when*, not *what*: among the rows of the
+    named day, the ones that also match the question's words and meaning come first.
+    """
+    if weight <= 0 or not dated:
+        return list(fused)
+    wanted = set(dated)
+    found = [f.id for f in fused if f.id in wanted]
+    rest = sorted(wanted.difference(found), reverse=True)
+    scores = {f.id: f.score for f in fused}
+    ranks = {f.id: dict(f.leg_ranks) for f in fused}
+    for position, row in enumerate((found + rest)[:limit]):
+        scores[row] = scores.get(row, 0.0) + weight / (gamma + position)
+        ranks.setdefault(row, {})[DATE] = position + 1
+    order = sorted(scores, key=lambda row: (-scores[row], -row))
+    return [Fused(row, scores[row], ranks[row]) for row in order]
+
+
+THREAD = "thread"  # pseudo-leg name: the row was lifted by an earlier row of its thread
+
+
+def add_thread_context(
+    fused: Sequence[Fused], followers: Mapping[int, Sequence[int]], weight: float
+) -> list[Fused]:
+    """Each fused row lends ``weight ** h`` of its score to the ``h``-th row after it in its
+    thread (``followers[row]``, nearest first), so a reply that shares no words with the query
+    ("5 years already!") rises with the question it answers, and may enter the ranking.
+
+    Only fused scores are lent (not scores already received), so the effect is a fixed,
+    decaying window over the preceding rows. ``leg_ranks["thread"]`` of a row that received
+    context is the fused position (1-based) of the row that lent it the most.
+    """
+    if weight <= 0 or not followers:
+        return list(fused)
+    scores = {f.id: f.score for f in fused}
+    ranks = {f.id: dict(f.leg_ranks) for f in fused}
+    best: dict[int, tuple[float, int]] = {}
+    for position, row in enumerate(fused, start=1):
+        share = row.score
+        for follower in followers.get(row.id, ()):
+            share *= weight
+            scores[follower] = scores.get(follower, 0.0) + share
+            if share > best.get(follower, (0.0, 0))[0]:
+                best[follower] = (share, position)
+    for follower, (_, position) in best.items():
+        ranks.setdefault(follower, {})[THREAD] = position
     order = sorted(scores, key=lambda row: (-scores[row], -row))
     return [Fused(row, scores[row], ranks[row]) for row in order]
 

@@ -19,7 +19,7 @@ from mempp.records import Document
 
 TEXT_SUFFIXES = (".md", ".markdown", ".txt")
 JSONL_SUFFIXES = (".jsonl", ".ndjson")
-FIELDS = ("text", "author", "date", "tags", "source")
+FIELDS = ("text", "author", "date", "tags", "source", "thread")
 
 
 class _FrontMatterLoader(yaml.SafeLoader):
@@ -135,6 +135,7 @@ def _document(location: str, fields: dict[str, object]) -> Item:
         tags = [t for t in (part.strip() for part in tags.split(",")) if t]
     author = fields.get("author")
     source = fields.get("source")
+    thread = fields.get("thread")
     try:
         doc = Document.create(
             fields.get("text"),  # type: ignore[arg-type]
@@ -142,6 +143,7 @@ def _document(location: str, fields: dict[str, object]) -> Item:
             date=fields.get("date"),  # type: ignore[arg-type]
             tags=[str(t) for t in tags] if isinstance(tags, list | tuple) else tags,  # type: ignore[arg-type]
             source=None if source is None else str(source),
+            thread=None if thread is None else str(thread),
         )
     except MemppError as exc:
         return Item(location, None, str(exc))

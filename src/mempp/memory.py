@@ -21,6 +21,7 @@ from mempp.dates import parse_as_of
 from mempp.encoders import Embedder, default_embedder
 from mempp.errors import EncoderMismatch, InvalidInput, RecordNotFound
 from mempp.evidence import Evidence, EvidenceStyle, append_facts, render_evidence
+from mempp.packing import PackingOptions
 from mempp.records import AddResult, Document, Hit, Record
 from mempp.retrieval import LegLists, fuse_and_select, run_legs, to_hits
 from mempp.settings import Settings, preset
@@ -93,9 +94,16 @@ class Memory:
         date: DateLike = None,
         tags: Iterable[str] = (),
         source: str | None = None,
+        thread: str | None = None,
     ) -> AddResult:
-        """Store one document. Returns its new id, or why it was skipped (empty/duplicate)."""
-        doc = Document.create(text, author=author, date=date, tags=tags, source=source)
+        """Store one document. Returns its new id, or why it was skipped (empty/duplicate).
+
+        ``thread`` names the conversation, channel thread, e-mail thread or ticket the document
+        belongs to; at read time a row lends context to the rows after it in its thread.
+        """
+        doc = Document.create(
+            text, author=author, date=date, tags=tags, source=source, thread=thread
+        )
         return self._write_batch([doc])[0]
 
     def add_many(
@@ -108,8 +116,8 @@ class Memory:
         """Store many documents, one transaction per batch of ``batch_size``.
 
         Each item is a :class:`Document`, a mapping with ``text`` and optional ``author``,
-        ``date``, ``tags``, ``source``, or a plain string. All items are validated before
-        anything is written, so a bad item stores nothing. ``progress(n)`` is called after
+        ``date``, ``tags``, ``source``, ``thread``, or a plain string. All items are validated
+        before anything is written, so a bad item stores nothing. ``progress(n)`` is called after
         each batch with the number of documents it held.
         """
         if not isinstance(batch_size, int) or batch_size < 1:
@@ -194,14 +202,20 @@ class Memory:
         style: EvidenceStyle = "headers",
         settings: Settings | str | None = None,
         graph: GraphOptions | None = None,
+        packing: PackingOptions | None = None,
     ) -> Evidence:
         """Search, then render the hits as a dated, attributed evidence block.
 
-        With ``graph`` (Mem^g++, see :mod:`mempp.graph`), one LLM call finds the entities the
-        query names and at most 5 related triples follow the rows, under the same budget.
+        With ``packing`` (see :mod:`mempp.packing`), long records below the best-ranked are
+        shown as query-focused excerpts, each naming its record id, so more records fit the
+        budget. With ``graph`` (Mem^g++, see :mod:`mempp.graph`), one LLM call finds the
+        entities the query names and at most 5 related triples follow the rows, under the
+        same budget.
         """
         hits = self.search(query, as_of=as_of, k=k, settings=settings)
-        evidence = render_evidence(hits, budget=budget, style=style)
+        evidence = render_evidence(
+            hits, budget=budget, style=style, packing=packing, query=_clean_query(query)
+        )
         if graph is None:
             return evidence
         from mempp.graph import facts_for_evidence
@@ -253,6 +267,7 @@ def as_document(item: DocumentLike) -> Document:
             date=item.get("date"),
             tags=tags,
             source=item.get("source"),
+            thread=item.get("thread"),
         )
     raise InvalidInput(f"cannot make a document from {type(item).__name__}")
 

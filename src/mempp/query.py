@@ -1,4 +1,4 @@
-"""From a question to what each leg looks up: lexical terms and tag labels.
+"""From a question to what each leg looks up: lexical terms, tag labels, dates it names.
 
 User text is never passed to a search engine as query syntax: it is cut into plain word
 tokens here, and each engine quotes every token as a literal.
@@ -6,9 +6,12 @@ tokens here, and each engine quotes every token as a literal.
 
 from __future__ import annotations
 
+import itertools
 import re
 from dataclasses import dataclass
+from datetime import date
 
+from mempp.dates import parse_event_date
 from mempp.records import normalize_tag
 from mempp.settings import Settings
 
@@ -37,10 +40,18 @@ ENGLISH_STOP_WORDS = frozenset(
 
 @dataclass(frozen=True, slots=True)
 class LexicalQuery:
-    """Plain terms and how to combine them; an empty term list matches nothing."""
+    """Plain terms and how to combine them; an empty term list matches nothing.
+
+    ``phrases`` (disjunctive mode only) are two-word phrases that add their own BM25 score
+    where the two words stand side by side. With ``unique_stems`` the engine keeps the first
+    of several terms that its analyser reduces to one stem ("announced", "announcement"), so
+    a stem counts once, as BM25 assumes.
+    """
 
     terms: tuple[str, ...]
     mode: str  # "disjunctive" | "conjunctive"
+    phrases: tuple[str, ...] = ()
+    unique_stems: bool = False
 
 
 def word_tokens(text: str) -> list[str]:
@@ -56,7 +67,16 @@ def lexical_query(question: str, settings: Settings) -> LexicalQuery:
         terms = _unique(t for t in tokens if len(t) >= 3 and t not in SHORT_STOP_WORDS)
     if settings.lexical_mode == "disjunctive" and settings.max_terms is not None:
         terms = terms[: settings.max_terms]
-    return LexicalQuery(tuple(terms), settings.lexical_mode)
+    phrases: list[str] = []
+    if settings.phrases and settings.lexical_mode == "disjunctive":
+        # Adjacent content words of the question: names ("ethan brooks"), compounds
+        # ("uptime target"), identifiers split by punctuation ("api v2").
+        phrases = _unique(
+            f"{a} {b}"
+            for a, b in itertools.pairwise(tokens)
+            if a not in ENGLISH_STOP_WORDS and b not in ENGLISH_STOP_WORDS
+        )
+    return LexicalQuery(tuple(terms), settings.lexical_mode, tuple(phrases), settings.unique_stems)
 
 
 def tag_labels(question: str, settings: Settings) -> tuple[str, ...]:
@@ -76,3 +96,55 @@ def _unique(items) -> list[str]:  # type: ignore[no-untyped-def]
     for item in items:
         seen.setdefault(item, None)
     return list(seen)
+
+
+_MONTHS = (
+    "january february march april may june july august september october november december"
+).split()
+_MONTH = "(" + "|".join(_MONTHS) + ")"
+_DAY = r"(\d{1,2})(?:st|nd|rd|th)?"
+# Most specific first; a span of text is read by the first pattern that matches it.
+_DATE_PATTERNS: tuple[tuple[re.Pattern[str], tuple[int, int, int | None]], ...] = (
+    # (pattern, group numbers of year, month, day)
+    (re.compile(r"\b(\d{4})-(\d{2})-(\d{2})\b"), (1, 2, 3)),
+    (re.compile(rf"\b{_MONTH}\s+{_DAY},?\s+(\d{{4}})\b", re.IGNORECASE), (3, 1, 2)),
+    (re.compile(rf"\b{_DAY}\s+(?:of\s+)?{_MONTH},?\s+(\d{{4}})\b", re.IGNORECASE), (3, 2, 1)),
+    (re.compile(rf"\b{_MONTH},?\s+(\d{{4}})\b", re.IGNORECASE), (2, 1, None)),
+    (re.compile(r"\b(\d{4})-(\d{2})\b(?!-)"), (1, 2, None)),
+)
+
+
+def date_spans(question: str) -> tuple[tuple[int, int], ...]:
+    """The days and months a question names, as ``[start, end)`` date keys.
+
+    Explicit dates only: ISO ``2023-11-15`` and ``2023-11``, ``March 31, 2023``,
+    ``31 March 2023``, ``16 June, 2023``, ``May 2023``. Relative phrases ("last March",
+    "yesterday") need the asker's date and are not read; invalid dates are ignored.
+    """
+    spans: list[tuple[int, int]] = []
+    taken: list[tuple[int, int]] = []
+    for pattern, (y, m, d) in _DATE_PATTERNS:
+        for match in pattern.finditer(question):
+            if any(start <= match.start() < end for start, end in taken):
+                continue
+            taken.append(match.span())
+            span = _span(match.group(y), match.group(m), None if d is None else match.group(d))
+            if span is not None and span not in spans:
+                spans.append(span)
+    return tuple(spans)
+
+
+def _span(year: str, month: str, day: str | None) -> tuple[int, int] | None:
+    number = int(month) if month.isdigit() else _MONTHS.index(month.lower()) + 1
+    try:
+        if day is None:
+            first = date(int(year), number, 1)
+            after = date(first.year + (number == 12), number % 12 + 1, 1)
+        else:
+            first = date(int(year), number, int(day))
+            after = date.fromordinal(first.toordinal() + 1)
+    except ValueError:  # month 13, February 30, year 0
+        return None
+    start, end = parse_event_date(first), parse_event_date(after)
+    assert start is not None and end is not None
+    return start.key, end.key

@@ -1,6 +1,7 @@
 """The record model: what a caller hands in, what the store keeps, what a search returns.
 
-A record's text, author, date, tags, source and embedding never change after it is written.
+A record's text, author, date, tags, source, thread and embedding never change after it is
+written.
 Only its state does: ``active`` or ``archived``, and ``superseded_by``.
 """
 
@@ -40,6 +41,9 @@ class Document:
     date: EventDate | None = None
     tags: tuple[str, ...] = ()
     source: str | None = None
+    # The conversation, channel thread, e-mail thread or ticket the document belongs to: rows
+    # of one thread, in date order, lend each other context at read time (``thread_weight``).
+    thread: str | None = None
 
     @classmethod
     def create(
@@ -50,6 +54,7 @@ class Document:
         date: str | date | datetime | None = None,
         tags: Iterable[str] = (),
         source: str | None = None,
+        thread: str | None = None,
     ) -> Document:
         if not isinstance(text, str):
             raise InvalidInput(f"text must be a string, got {type(text).__name__}")
@@ -59,7 +64,9 @@ class Document:
             raise InvalidInput(f"author must be a string, got {type(author).__name__}")
         if source is not None and not isinstance(source, str):
             raise InvalidInput(f"source must be a string, got {type(source).__name__}")
-        for name, value in (("author", author), ("source", source)):
+        if thread is not None and not isinstance(thread, str):
+            raise InvalidInput(f"thread must be a string, got {type(thread).__name__}")
+        for name, value in (("author", author), ("source", source), ("thread", thread)):
             if value is not None and "\x00" in value:
                 raise InvalidInput(f"{name} contains a NUL character")
         if isinstance(tags, str):
@@ -73,7 +80,8 @@ class Document:
             if tag.strip() and tag.strip() not in clean_tags:
                 clean_tags.append(tag.strip())
         author = author.strip() or None if author is not None else None
-        return cls(text, author, parse_event_date(date), tuple(clean_tags), source or None)
+        thread = thread.strip() or None if thread is not None else None
+        return cls(text, author, parse_event_date(date), tuple(clean_tags), source or None, thread)
 
     @property
     def is_empty(self) -> bool:
@@ -102,6 +110,7 @@ class Record:
     ingested_at: str
     state: State
     superseded_by: int | None
+    thread: str | None = None
 
     @property
     def day(self) -> str | None:
@@ -121,6 +130,7 @@ class Record:
             "ingested_at": self.ingested_at,
             "state": self.state,
             "superseded_by": self.superseded_by,
+            "thread": self.thread,
         }
 
 
@@ -141,8 +151,11 @@ class Hit:
     """One row of a search result.
 
     ``rank`` is the 1-based position in the result. ``leg_ranks`` maps each leg that returned
-    the row to its 1-based position in that leg's list; the fused ``score`` is
-    ``sum(w_leg / (gamma + leg_rank - 1))``. ``reserved`` marks the recency slots.
+    the row to its 1-based position in that leg's list (``lex``, ``tag``, ``vec``, and
+    ``date`` for the date leg); the fused ``score`` is ``sum(w_leg / (gamma + leg_rank - 1))``,
+    plus, under ``thread``, the shares lent by earlier rows of its thread (``leg_ranks
+    ["thread"]`` is then the fused position of the row that lent the most). ``reserved``
+    marks the recency slots.
     """
 
     record: Record

@@ -26,7 +26,13 @@ class Settings:
     a 16-word list and tokens under 3 characters and ``max_terms`` keeps the first terms (the
     authors' code keeps 8); ``"english"`` drops a full English stop list instead.
     ``tag_ngrams`` lets multi-word names in a question ("Jane Doe") reach the tag label
-    ``jane-doe``.
+    ``jane-doe``. ``w_date`` (0 = off) weighs the date leg: rows dated within a day or month
+    the question names ("on March 31, 2023", "in May 2023", "2023-11-15"), ranked by the
+    other legs (see ``mempp.fusion.add_date_leg``). ``phrases`` adds the question's two-word
+    phrases (adjacent content words) to a disjunctive lexical leg; ``unique_stems`` counts a
+    stem once however many question words reduce to it. ``thread_weight`` (0 = off) is the
+    share of its fused score a row lends to the next row of its thread, ``thread_weight ** 2``
+    to the one after, up to ``thread_depth`` rows (see ``mempp.fusion.add_thread_context``).
     """
 
     w_lex: float = 1.0
@@ -40,15 +46,24 @@ class Settings:
     k: int = 50
     reserve: int = 3
     tag_ngrams: int = 1
+    w_date: float = 0.0
+    phrases: bool = False
+    unique_stems: bool = False
+    thread_weight: float = 0.0
+    thread_depth: int = 2
 
     def __post_init__(self) -> None:
-        for leg in LEGS:
+        for leg in (*LEGS, "date"):
             weight = getattr(self, f"w_{leg}")
             if not isinstance(weight, int | float) or weight < 0:
                 raise InvalidInput(f"w_{leg} must be a number >= 0, got {weight!r}")
         _positive_int("candidates", self.candidates)
         _positive_int("k", self.k)
         _positive_int("tag_ngrams", self.tag_ngrams)
+        _positive_int("thread_depth", self.thread_depth)
+        weight = self.thread_weight
+        if not isinstance(weight, int | float) or isinstance(weight, bool) or not 0 <= weight < 1:
+            raise InvalidInput(f"thread_weight must be a number in [0, 1), got {weight!r}")
         if not isinstance(self.reserve, int) or self.reserve < 0:
             raise InvalidInput(f"reserve must be an integer >= 0, got {self.reserve!r}")
         if self.max_terms is not None:
@@ -59,6 +74,9 @@ class Settings:
             )
         if self.stop_words not in ("short", "english"):
             raise InvalidInput(f"stop_words must be 'short' or 'english', got {self.stop_words!r}")
+        for flag in ("phrases", "unique_stems"):
+            if not isinstance(getattr(self, flag), bool):
+                raise InvalidInput(f"{flag} must be true or false, got {getattr(self, flag)!r}")
         if not isinstance(self.gamma, int | float) or self.gamma <= 0:
             raise InvalidInput(f"gamma must be a number > 0, got {self.gamma!r}")
 
@@ -95,6 +113,11 @@ PRESETS: dict[str, Settings] = {
         stop_words="english",
         gamma=5.0,
         tag_ngrams=2,
+        w_date=1.0,
+        phrases=True,
+        unique_stems=True,
+        thread_weight=0.4,
+        thread_depth=2,
     ),
     "paper": Settings(),
     "paper-orgmembench": Settings(w_vec=4.0, candidates=50, lexical_mode="conjunctive"),

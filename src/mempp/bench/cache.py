@@ -28,7 +28,7 @@ from mempp.encoders import Embedder
 from mempp.memory import Memory
 from mempp.records import Document
 
-CACHE_FORMAT = 1
+CACHE_FORMAT = 2  # 2: records carry the item's thread
 DEFAULT_CACHE = Path(".mempp-cache")
 STORE_FILE = "store.db"
 MANIFEST = "manifest.json"
@@ -152,7 +152,13 @@ def _write(
         for scope, indexes in by_scope.items():
             items = [benchmark.items[i] for i in indexes]
             docs = [
-                Document.create(item.text, author=item.author, date=item.date, source=item.id)
+                Document.create(
+                    item.text,
+                    author=item.author,
+                    date=item.date,
+                    source=item.id,
+                    thread=item.thread,
+                )
                 for item in items
             ]
             with Memory(path, scope=scope, embedder=embedder) as memory:

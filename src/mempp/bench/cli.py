@@ -52,9 +52,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         default=None,
         metavar="NAME",
         help="systems to run, space or comma separated (default: all): mempp-paper "
-        "mempp-default no-lex no-tag no-vec no-recency bm25 vector rag-512 rag-2048 rag-4096 "
-        "full-context, or mempp:<preset>, rag-<N>; with an LLM endpoint also the ablations "
-        "mempp-consolidated and mempp-graph (only when named)",
+        "mempp-default mempp-default-packed no-lex no-tag no-vec no-recency bm25 vector "
+        "rag-512 rag-2048 rag-4096 full-context, or mempp:<preset>, rag-<N>; with an LLM "
+        "endpoint also the ablations mempp-consolidated and mempp-graph (only when named)",
     )
     parser.add_argument("--out", type=Path, default=None, help="default: bench-out/<benchmark>")
     parser.add_argument(
@@ -113,7 +113,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         default=None,
         metavar="NAME",
         help="systems answered (and judged) per question (default: mempp-paper, "
-        "mempp-default and any LLM ablation run)",
+        "mempp-default, mempp-default-packed and any LLM ablation run)",
     )
     llm = parser.add_argument_group(
         "answer and judge (only with an LLM endpoint; without one the run is retrieval-only)"

@@ -38,7 +38,10 @@ class Item:
     the record's ``source`` (which retrieval never reads) rather than in a tag, because tags
     feed the tag leg and would leak the answer key into retrieval. ``group`` is the
     event / session the item belongs to (for session-level recall). ``history`` is the text the
-    history-based baselines (RAG-N, full context) concatenate.
+    history-based baselines (RAG-N, full context) concatenate. ``thread`` is what mempp stores
+    as the record's thread: a dialogue session, as a chat export would name it; None for
+    standalone documents (an OrgMemBench event id is generator metadata, not a thread a writer
+    would know, and it would group the gold evidence).
     """
 
     scope: str
@@ -48,6 +51,7 @@ class Item:
     author: str | None
     group: str | None
     history: str
+    thread: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -44,7 +44,8 @@ if TYPE_CHECKING:  # the LLM modules load only when an endpoint is configured
 CACHE_FILE = "llm-cache.sqlite"
 DEFAULT_JUDGE_RUNS = 3
 DEFAULT_CONCURRENCY = 4
-DEFAULT_ANSWER_SYSTEMS = ("mempp-paper", "mempp-default")
+# The packed variant is answered too: whether excerpts help the answer is what decides it.
+DEFAULT_ANSWER_SYSTEMS = ("mempp-paper", "mempp-default", "mempp-default-packed")
 # Consecutive "endpoint unavailable" failures (each already retried by the client) after which
 # the remaining questions are not attempted: the endpoint is down, not one prompt unlucky.
 UNAVAILABLE_LIMIT = 5

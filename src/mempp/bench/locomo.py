@@ -178,7 +178,8 @@ def load(root: Path, *, include_adversarial: bool = False) -> Benchmark:
                     str(turn.get("text") or ""),
                     turn.get("blip_caption"),
                 )
-                items.append(Item(scope, dia_id, text, when, speaker, f"D{number}", text))
+                session = f"D{number}"
+                items.append(Item(scope, dia_id, text, when, speaker, session, text, session))
         for position, qa in enumerate(sample.get("qa") or []):
             if not isinstance(qa, dict) or not isinstance(qa.get("question"), str):
                 dropped["malformed_questions"] += 1

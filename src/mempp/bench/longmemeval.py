@@ -117,7 +117,7 @@ def load(root: Path, *, path: Path | None = None, include_abstention: bool = Fal
                 role = str(turn.get("role") or "unknown")
                 turn_id = f"{session}#{index}"
                 text = f"[{when or 'undated'}] {role}: {turn['content'].strip()}"
-                items.append(Item(scope, turn_id, text, when, role, session, text))
+                items.append(Item(scope, turn_id, text, when, role, session, text, session))
                 if turn.get("has_answer"):
                     gold.append(turn_id)
         question_day = parse_date(row.get("question_date"))

@@ -14,6 +14,10 @@ chunk overlaps). Metrics of a question without gold are ``None`` and left out of
   the share of gold items that start inside it ("start": some entry carrying the item begins
   that item's text before ``window``) and that lie wholly inside it ("full": every part of the
   item is in an entry that ends at or before ``window``).
+* ``text_visible``: the share of the gold items' characters shown inside the window, pooled
+  over the question's gold items (an item's characters are those of the record that stores
+  it; an entry records which of them it shows, so an excerpt or a cut entry counts only what
+  it holds, and an item no entry shows counts 0).
 """
 
 from __future__ import annotations
@@ -79,11 +83,17 @@ def ndcg_at(ranked: Ranked, gold: Collection[str], k: int = 10) -> float | None:
 @dataclass(frozen=True, slots=True)
 class WindowEntry:
     """One rendered entry: where it sits and, per item it carries, where that item's text starts
-    inside it (0 = at the entry's start; a chunk's later items start further in)."""
+    inside it (0 = at the entry's start; a chunk's later items start further in).
+
+    ``spans`` (records only) place the text of the record the entry shows:
+    ``(offset in the entry, offset in the record, length)`` per contiguous piece; empty where
+    that is not recorded (chunks).
+    """
 
     offset: int
     length: int
     items: Mapping[str, int]
+    spans: tuple[tuple[int, int, int], ...] = ()
 
     @property
     def end(self) -> int:
@@ -113,3 +123,39 @@ def window_recall(
                 inside[item] = inside.get(item, 0) + 1
     full = {item for item, n in inside.items() if n >= (parts or {}).get(item, 1)}
     return len(start) / len(wanted), len(full) / len(wanted)
+
+
+def text_visible(
+    entries: Sequence[WindowEntry],
+    gold: Collection[str],
+    window: int,
+    sizes: Mapping[str, int],
+) -> float | None:
+    """Share of the gold items' characters shown before ``window``: the characters of every
+    gold item's record that some entry's ``spans`` place before the window (each counted once),
+    over the sum of ``sizes[item]`` (the record's length; items missing from ``sizes`` have
+    none). ``None`` without gold or when the gold items have no characters at all."""
+    wanted = _gold(gold)
+    total = sum(sizes.get(item, 0) for item in wanted)
+    if not wanted or total <= 0:
+        return None
+    seen: dict[str, list[tuple[int, int]]] = {}
+    for entry in entries:
+        carried = [item for item in entry.items if item in wanted]
+        if not carried:
+            continue
+        for inside, source, length in entry.spans:
+            visible = min(length, window - (entry.offset + inside))
+            if visible > 0:
+                for item in carried:
+                    seen.setdefault(item, []).append((source, source + visible))
+    shown = 0
+    for item, pieces in seen.items():
+        covered, reach = 0, 0
+        for start, end in sorted(pieces):  # union of the record's characters shown
+            start = max(start, reach)
+            if end > start:
+                covered += end - start
+                reach = end
+        shown += min(covered, sizes.get(item, 0))
+    return shown / total

@@ -59,20 +59,34 @@ def markdown(results: Mapping[str, Any]) -> str:
         "",
     ]
     timing = results["timings"]["systems"]
-    header = ["system", "window", "window (full)"] + [f"R@{k}" for k in ks]
-    header += ["MRR", "nDCG@10", "ms/q"]
+    visible = any("gold_visible" in aggregates[n]["overall"] for n in systems)
+    header = ["system", "window", "window (full)"] + (["gold text"] if visible else [])
+    header += [f"R@{k}" for k in ks] + ["MRR", "nDCG@10", "ms/q"]
     rows = []
     for name in systems:
         overall = aggregates[name]["overall"]
         row = [name, _cell(overall.get("window"), ci=True), _cell(overall.get("window_full"))]
+        if visible:
+            row.append(_cell(overall.get("gold_visible")))
         row += [_cell(overall.get(f"recall@{k}")) for k in ks]
         row += [_cell(overall.get("mrr")), _cell(overall.get("ndcg@10"))]
         row.append(f"{timing.get(name, {}).get('mean_ms', 0):.1f}")
         rows.append(row)
     lines += _table(header, rows)
+    if visible:
+        lines += [
+            "",
+            "`gold text`: share of the gold records' characters shown inside the window "
+            "(– for chunks).",
+        ]
+    packed = [s for s in results["systems"] if s.get("packing")]
+    if packed:
+        lines += _packing_section(results, packed)
 
     counts = _category_counts(results)
     per_category = [("window", "Window recall"), ("recall@10", "Recall@10")]
+    if visible:
+        per_category.append(("gold_visible", "Gold text visible"))
     llm = results.get("llm") or {}
     if llm.get("answers"):
         lines += _answer_section(results, llm)
@@ -146,6 +160,57 @@ def markdown(results: Mapping[str, Any]) -> str:
         "",
     ]
     return "\n".join(lines)
+
+
+HEADLINE_SYSTEM = "mempp-default"
+
+
+def _packing_section(results: Mapping[str, Any], packed: list[Mapping[str, Any]]) -> list[str]:
+    """The note that the headline is whole documents, and the packed rows beside it."""
+    aggregates = results["aggregates"]
+    window = results["run"]["window_chars"]
+    names = [p["name"] for p in packed]
+    lines = [
+        "",
+        f"The headline is whole documents (`{HEADLINE_SYSTEM}`); "
+        + ", ".join(f"`{n}`" for n in names)
+        + " is an option (evidence packing, `mempp.packing`): records longer than a threshold "
+        "are shown as query-focused excerpts, each marked with the record id of its full text, "
+        "so more records fit the window.",
+        "",
+        "### Evidence packing (option)",
+        "",
+    ]
+    shown = ([HEADLINE_SYSTEM] if HEADLINE_SYSTEM in aggregates else []) + names
+    settings = {p["name"]: p["packing"] for p in packed}
+    rows = []
+    for name in shown:
+        overall = aggregates[name]["overall"]
+        own = [r for r in results["questions"] if r["system"] == name]
+        entries = [r["window_entries"] for r in own if "window_entries" in r]
+        mean = f"{sum(entries) / len(entries):.1f}" if entries else "–"
+        options = settings.get(name)
+        how = (
+            f"first {options.get('whole_first', 0)} whole; others over "
+            f"{options['threshold']} chars as excerpts of ≤ {options['cap']} "
+            f"(passages ≤ {options['passage']})"
+            if options
+            else "whole documents"
+        )
+        rows.append(
+            [
+                name,
+                how,
+                _cell(overall.get("window"), ci=True),
+                _cell(overall.get("gold_visible"), ci=True),
+                mean,
+            ]
+        )
+    lines += _table(
+        ["system", "evidence", "window", "gold text visible", f"entries in {window:,} chars"],
+        rows,
+    )
+    return lines
 
 
 def _num(value: float | None, digits: int = 1) -> str:

@@ -23,6 +23,7 @@ from mempp.bench.chunking import Chunk, parts_per_item
 from mempp.bench.metrics import WindowEntry
 from mempp.dates import parse_event_date
 from mempp.evidence import SEPARATOR, EvidenceStyle, render_evidence
+from mempp.packing import PackingOptions
 from mempp.records import Hit, Record
 from mempp.retrieval import LegLists, fuse_and_select, run_legs, to_hits
 from mempp.settings import Settings
@@ -80,21 +81,57 @@ class MemppRetriever:
         chosen = fuse_and_select(self.store, scope, legs, as_of, settings, k)
         return to_hits(self.store, scope, chosen)
 
-    def retrieved(self, hits: Sequence[Hit], style: EvidenceStyle) -> Retrieved:
-        return from_hits(hits, self.record_items, style)
+    def retrieved(
+        self,
+        hits: Sequence[Hit],
+        style: EvidenceStyle,
+        packing: PackingOptions | None = None,
+        query: str | None = None,
+    ) -> Retrieved:
+        return from_hits(hits, self.record_items, style, packing, query)
 
 
 def from_hits(
-    hits: Sequence[Hit], record_items: Mapping[int, Sequence[str]], style: EvidenceStyle
+    hits: Sequence[Hit],
+    record_items: Mapping[int, Sequence[str]],
+    style: EvidenceStyle,
+    packing: PackingOptions | None = None,
+    query: str | None = None,
 ) -> Retrieved:
-    """Ranked entries and window placement of records rendered by ``render_evidence``."""
-    evidence = render_evidence(hits, style=style)
+    """Ranked entries and window placement of records rendered by ``render_evidence`` (packed
+    for ``query`` when ``packing`` is given); each entry records which record text it shows."""
+    evidence = render_evidence(hits, style=style, packing=packing, query=query)
     ranked = [frozenset(record_items.get(hit.id, ())) for hit in hits]
     window = [
-        WindowEntry(row.offset, row.length, dict.fromkeys(record_items.get(row.id, ()), 0))
+        WindowEntry(
+            row.offset, row.length, dict.fromkeys(record_items.get(row.id, ()), 0), row.spans
+        )
         for row in evidence.rows
     ]
     return Retrieved(ranked, window, None, evidence.text)
+
+
+class GoldSizes:
+    """How many characters each benchmark item has: the length of the record that stores it
+    (0 for an item that stored nothing). Looked up in the store on demand and kept."""
+
+    def __init__(self, store: Store, item_record: Mapping[tuple[str, str], int | None]) -> None:
+        self.store = store
+        self.item_record = item_record
+        self._length: dict[tuple[str, int], int] = {}
+
+    def __call__(self, scope: str, items: Sequence[str]) -> dict[str, int]:
+        records = {item: self.item_record.get((scope, item)) for item in items}
+        missing = {r for r in records.values() if r is not None and (scope, r) not in self._length}
+        if missing:
+            found = self.store.get(scope, sorted(missing))
+            for record_id in missing:
+                record = found.get(record_id)
+                self._length[(scope, record_id)] = len(record.text) if record else 0
+        return {
+            item: 0 if record_id is None else self._length[(scope, record_id)]
+            for item, record_id in records.items()
+        }
 
 
 class RagIndex:

@@ -31,9 +31,10 @@ from mempp.bench import ablations, cache, llm_eval
 from mempp.bench.aggregate import aggregate, paired_delta
 from mempp.bench.chunking import TOKENIZER_NAME, TokenSpans, chunk_history, word_piece_spans
 from mempp.bench.datasets import Benchmark, Question
-from mempp.bench.metrics import ndcg_at, recall_at, reciprocal_rank, window_recall
+from mempp.bench.metrics import ndcg_at, recall_at, reciprocal_rank, text_visible, window_recall
 from mempp.bench.retrieve import (
     FullContext,
+    GoldSizes,
     MemppRetriever,
     RagIndex,
     Retrieved,
@@ -45,6 +46,7 @@ from mempp.dates import parse_as_of
 from mempp.encoders import Embedder
 from mempp.errors import EncoderMismatch, InvalidInput
 from mempp.evidence import EvidenceStyle
+from mempp.packing import PackingOptions
 from mempp.retrieval import LegLists
 from mempp.settings import Settings
 from mempp.store import Store, open_store
@@ -103,6 +105,8 @@ def load_benchmark(name: str, root: Path, **options: Any) -> Benchmark:
 
 def metric_names(options: RunOptions, benchmark: Benchmark, systems: Sequence[System]) -> list[str]:
     names = [f"recall@{k}" for k in options.ks] + ["mrr", "ndcg@10", "window", "window_full"]
+    if any(_shows_records(s) for s in systems):
+        names.append("gold_visible")
     if any(q.gold_groups for q in benchmark.questions):
         names += [f"session_recall@{k}" for k in options.ks]
     if any(s.kind == "mempp" for s in systems):
@@ -115,11 +119,18 @@ def metric_names(options: RunOptions, benchmark: Benchmark, systems: Sequence[Sy
     return names
 
 
+def _shows_records(system: System) -> bool:
+    """Whether the system's entries are records of the benchmark store, so that the share of
+    gold text it shows is defined (not for chunks, nor for a consolidated copy's merged rows)."""
+    return system.kind in ("mempp", "full") and system.ablation != "consolidated"
+
+
 def _score(
     question: Question,
     result: Retrieved,
     options: RunOptions,
     groups: Mapping[tuple[str, str], str | None],
+    sizes: Mapping[str, int] | None = None,
 ) -> dict[str, Any]:
     gold = question.gold
     row: dict[str, Any] = {"n_gold": len(gold)}
@@ -139,6 +150,8 @@ def _score(
                 row[f"session_recall@{k}"] = recall_at(ranked_groups, question.gold_groups, k)
     inside = window_recall(result.window, gold, options.window, result.parts)
     row["window"], row["window_full"] = inside if inside else (None, None)
+    if sizes is not None:
+        row["gold_visible"] = text_visible(result.window, gold, options.window, sizes)
     row["window_entries"] = sum(entry.offset < options.window for entry in result.window)
     return row
 
@@ -193,6 +206,7 @@ def run(
             if record is not None:
                 records_of_scope.setdefault(scope, []).append(record)
         groups = {(item.scope, item.id): item.group for item in benchmark.items}
+        gold_sizes = GoldSizes(store, ingested.item_record)
         clock = time.perf_counter()
         rag = _rag_indexes(benchmark, systems, embedder, ingested.path.parent, spans, options)
         timings["rag_index_s"] = round(time.perf_counter() - clock, 3)
@@ -254,6 +268,7 @@ def run(
                 # One question at a time, as Memory.search embeds it, so vectors are identical.
                 vector = embedder.embed([clean_question(question.text)])[0]
                 embed_seconds.append(time.perf_counter() - tick)
+            sizes = gold_sizes(question.scope, question.gold)
             for system in systems:
                 result, extra, seconds = _run_one(system, question, vector, as_of, context)
                 spent[system.name].append(seconds)
@@ -262,7 +277,13 @@ def run(
                     "category": question.category,
                     "system": system.name,
                     "as_of": question.as_of,
-                    **_score(question, result, options, groups),
+                    **_score(
+                        question,
+                        result,
+                        options,
+                        groups,
+                        sizes if _shows_records(system) else None,
+                    ),
                     **extra,
                 }
                 if system.name in answered:
@@ -417,12 +438,13 @@ def _run_one(
         query_vector = vector if settings.w_vec > 0 else None
         legs = retriever.legs(question.scope, question.text, query_vector, as_of, settings)
         hits = retriever.hits(question.scope, legs, as_of, settings, settings.k)
-        result = retriever.retrieved(hits, options.style)
+        query = clean_question(question.text)
+        result = retriever.retrieved(hits, options.style, system.packing, query)
         seconds = time.perf_counter() - tick
         items = retriever.record_items
         extra["top"] = [(items.get(hit.id) or ("?",))[0] for hit in hits[:TOP_ITEMS]]
         extra["legs_fired"] = {leg: len(ids) for leg, ids in legs.as_dict().items() if ids}
-        extra.update(_sweep(retriever, question, legs, as_of, settings, options))
+        extra.update(_sweep(retriever, question, legs, as_of, settings, options, system.packing))
         return result, extra, seconds
     if system.kind == "rag":
         assert vector is not None and system.chunk_tokens is not None
@@ -442,12 +464,15 @@ def _sweep(
     as_of: int | None,
     settings: Settings,
     options: RunOptions,
+    packing: PackingOptions | None = None,
 ) -> dict[str, Any]:
-    """Recall of the whole returned list and window recall when the system returns k rows."""
+    """Recall of the whole returned list and window recall when the system returns k rows
+    (evidence packed as the system packs it)."""
     out: dict[str, Any] = {}
+    query = clean_question(question.text)
     for k in options.sweep:
         hits = retriever.hits(question.scope, legs, as_of, settings, k)
-        result = retriever.retrieved(hits, options.style)
+        result = retriever.retrieved(hits, options.style, packing, query)
         assert result.ranked is not None
         out[f"sweep_recall@{k}"] = recall_at(result.ranked, question.gold, k)
         inside = window_recall(result.window, question.gold, options.window)

@@ -3,6 +3,9 @@
 * ``mempp-paper``: the paper preset of the benchmark (``paper-orgmembench``, ``paper-locomo``,
   ``paper-longmemeval``: the configurations of the paper's Table 6).
 * ``mempp-default``: the library's ``default`` preset.
+* ``mempp-default-packed``: the same rows, with evidence packing (``mempp.packing``, default
+  ``PackingOptions``): long records are shown as query-focused excerpts so more records fit
+  the answer window. An option reported beside the headline, which stays whole documents.
 * Ablations of ``mempp-paper``: ``no-lex``, ``no-tag``, ``no-vec`` (that leg's weight set to
   0 with ``Settings.with_``) and ``no-recency`` (``reserve=0``).
 * ``bm25``: the lexical leg alone, disjunctive over every content word of the question
@@ -28,6 +31,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from mempp.errors import InvalidInput
+from mempp.packing import PackingOptions
 from mempp.settings import Settings, preset
 
 Kind = Literal["mempp", "rag", "full"]
@@ -36,6 +40,7 @@ DEFAULT_RAG_SIZES = (512, 2048, 4096)
 CONSOLIDATED = "mempp-consolidated"
 GRAPH = "mempp-graph"
 LLM_SYSTEMS = (CONSOLIDATED, GRAPH)
+PACKED = "mempp-default-packed"
 CONSOLIDATION_THRESHOLD = 0.85  # the paper's tau (and mempp.consolidate's default)
 NEEDS_ENDPOINT = (
     "needs an LLM endpoint (pass --llm-base-url or set MEMPP_LLM_BASE_URL); "
@@ -65,6 +70,8 @@ class System:
     # with entity-graph facts appended to the evidence (dated triples unless graph_dated=False).
     ablation: Ablation | None = None
     graph_dated: bool = True
+    # Evidence packing (mempp systems): long records rendered as query-focused excerpts.
+    packing: PackingOptions | None = None
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -74,6 +81,8 @@ class System:
             "settings": self.settings.to_dict() if self.settings else None,
             "chunk_tokens": self.chunk_tokens,
         }
+        if self.packing is not None:
+            out["packing"] = self.packing.to_dict()
         if self.ablation is not None:
             out["ablation"] = self.ablation
             if self.ablation == "consolidated":
@@ -94,6 +103,13 @@ def catalogue(benchmark: str, rag_sizes: tuple[int, ...] = DEFAULT_RAG_SIZES) ->
     systems = [
         System("mempp-paper", "mempp", f"mempp, preset {paper_name}", paper),
         System("mempp-default", "mempp", "mempp, preset default", preset("default")),
+        System(
+            PACKED,
+            "mempp",
+            "mempp, preset default; long records as query-focused excerpts (packing)",
+            preset("default"),
+            packing=PackingOptions(),
+        ),
         System("no-lex", "mempp", f"{paper_name} without the lexical leg", paper.with_(w_lex=0)),
         System("no-tag", "mempp", f"{paper_name} without the tag leg", paper.with_(w_tag=0)),
         System("no-vec", "mempp", f"{paper_name} without the vector leg", paper.with_(w_vec=0)),

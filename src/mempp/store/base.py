@@ -71,6 +71,26 @@ class Store(Protocol):
         PostgreSQL exact up to 10,000 eligible rows, an HNSW walk above."""
         ...
 
+    def dated_within(
+        self,
+        scope: str,
+        spans: Sequence[tuple[int, int]],
+        as_of: int | None,
+        limit: int,
+        among: Collection[int] | None = None,
+    ) -> list[int]:
+        """In-scope rows whose event date lies in one of the ``[start, end)`` key spans,
+        newest ingest first, at most ``limit``; with ``among``, only rows of that set."""
+        ...
+
+    def thread_followers(
+        self, scope: str, ids: Collection[int], as_of: int | None, depth: int
+    ) -> dict[int, list[int]]:
+        """For each row of ``ids`` that has a thread: the next ``depth`` in-scope rows of that
+        thread, in thread order (event date, undated rows at their ingest time, then id).
+        Rows with no thread, or at the end of theirs, are left out."""
+        ...
+
     def recency_keys(self, scope: str, ids: Collection[int]) -> dict[int, int]:
         """Event-date key of each row, its ingest-time key where undated."""
         ...
@@ -311,6 +331,15 @@ def supports(store: object, capability: type, feature: str) -> None:
 
 
 # Undo rules shared by every engine.
+
+
+def followers_in_order(rows: Sequence[Sequence[Any]]) -> dict[int, list[int]]:
+    """``(row, follower, follower's thread key)`` rows into ``row -> followers`` in thread order
+    (SQL returns a lookup's rows in no guaranteed order once they are joined)."""
+    found: dict[int, list[tuple[int, int]]] = {}
+    for row, follower, key in rows:
+        found.setdefault(int(row), []).append((int(key), int(follower)))
+    return {row: [follower for _, follower in sorted(pairs)] for row, pairs in found.items()}
 
 
 def check_undoable(run: RunInfo) -> None:

@@ -70,6 +70,7 @@ from mempp.store.base import (
     Triple,
     TripleHit,
     check_undoable,
+    followers_in_order,
     inverse_change,
     undo_counts,
 )
@@ -300,10 +301,24 @@ MIGRATIONS: tuple[Migration, ...] = (
                 FOREIGN KEY (scope, record_id) REFERENCES records (scope, id))""",
         ),
     ),
+    Migration(
+        3,
+        "threads: a record's conversation or thread, for read-time context",
+        (
+            "ALTER TABLE records ADD COLUMN thread TEXT",
+            # Thread order is event time, undated rows at their ingest time, then ingest order.
+            """CREATE INDEX records_thread ON records
+                (scope, thread, (coalesce(event_key, ingested_key)), id)
+                WHERE thread IS NOT NULL""",
+            "DROP TRIGGER records_content_frozen ON records",
+            f"""CREATE TRIGGER records_content_frozen BEFORE UPDATE OF {_FROZEN_COLUMNS}, thread
+                ON records FOR EACH ROW EXECUTE FUNCTION mempp_refuse_content_change()""",
+        ),
+    ),
 )
 
 _RECORD_COLUMNS = (
-    "id, text, author, event_date, tags, source, scope, ingested_at, state, superseded_by"
+    "id, text, author, event_date, tags, source, scope, ingested_at, state, superseded_by, thread"
 )
 
 # One statement per document, pipelined by ``executemany``: the row and its tag labels go in
@@ -312,9 +327,10 @@ _RECORD_COLUMNS = (
 _INSERT = """
 WITH new AS (
     INSERT INTO records (scope, text, text_hash, author, event_date, event_key, tags, source,
-                         ingested_at, ingested_key, embedding)
+                         ingested_at, ingested_key, embedding, thread)
     SELECT %(scope)s, %(text)s, %(hash)s, %(author)s, %(event_date)s, %(event_key)s,
-           %(tags)s::text[], %(source)s, %(ingested_at)s, %(ingested_key)s, %(embedding)s
+           %(tags)s::text[], %(source)s, %(ingested_at)s, %(ingested_key)s, %(embedding)s,
+           %(thread)s
     WHERE NOT EXISTS (
         SELECT 1 FROM records
         WHERE scope = %(scope)s AND coalesce(author, '') = %(author_key)s
@@ -455,6 +471,7 @@ def _row_params(
         "ingested_at": ingested_at,
         "ingested_key": ingested_key,
         "embedding": np.asarray(vector, dtype=np.float32),
+        "thread": doc.thread,
         "labels": sorted(labels),
     }
 
@@ -472,6 +489,7 @@ def _row_to_record(row: Sequence[Any]) -> Record:
         ingested_at=ingested.astimezone(UTC).isoformat(),
         state=row[8],
         superseded_by=row[9],
+        thread=row[10],
     )
 
 
@@ -494,6 +512,7 @@ class PostgresStore:
     def __init__(self, url: str) -> None:
         psycopg, psycopg_pool, pgvector_psycopg = _import_driver()
         self._psycopg = psycopg
+        self._tsquery_cache: dict[tuple[str, str], str] = {}
         self._pool_errors = (psycopg_pool.PoolTimeout, psycopg_pool.PoolClosed)
         self.location = mask_url(url)
         kwargs = self._connect_kwargs(url)
@@ -783,13 +802,30 @@ class PostgresStore:
     def lexical(self, scope: str, query: LexicalQuery, as_of: int | None, limit: int) -> list[int]:
         terms = [term.replace("\x00", "") for term in query.terms]
         terms = [term for term in terms if term.strip()]
+        phrases: list[str] = []
+        if query.mode == "disjunctive":
+            phrases = [
+                p.replace("\x00", "") for p in query.phrases if p.replace("\x00", "").strip()
+            ]
         if not terms or limit <= 0:
             return []
+        if query.unique_stems:
+            terms = self._one_per_lexeme(terms, "plainto_tsquery")
+            phrases = self._one_per_lexeme(phrases, "phraseto_tsquery")
         sql = self._psycopg.sql
         joiner = sql.SQL(" && " if query.mode == "conjunctive" else " || ")
-        # The SQL text depends only on len(terms); every term is a bound parameter.
+        # The SQL text depends only on the counts; every term is a bound parameter.
         tsquery = joiner.join(
-            sql.SQL("plainto_tsquery('english', {})").format(sql.Placeholder()) for _ in terms
+            [
+                *(
+                    sql.SQL("plainto_tsquery('english', {})").format(sql.Placeholder())
+                    for _ in terms
+                ),
+                *(
+                    sql.SQL("phraseto_tsquery('english', {})").format(sql.Placeholder())
+                    for _ in phrases
+                ),
+            ]
         )
         date_condition = sql.SQL(" AND r.event_key <= %s" if as_of is not None else "")
         statement = sql.SQL(
@@ -797,12 +833,34 @@ class PostgresStore:
                WHERE r.tsv @@ query.q AND r.scope = %s AND r.state = 'active'{date}
                ORDER BY ts_rank_cd(r.tsv, query.q) DESC, r.id DESC LIMIT %s"""
         ).format(tsquery=tsquery, date=date_condition)
-        params: list[Any] = [*terms, scope]
+        params: list[Any] = [*terms, *phrases, scope]
         if as_of is not None:
             params.append(as_of)
         params.append(limit)
         with self._connection() as conn:
             return [row[0] for row in conn.execute(statement, params)]
+
+    def _one_per_lexeme(self, items: list[str], function: str) -> list[str]:
+        """Keep the first item of each distinct tsquery (same lexemes, same order)."""
+        cache = self._tsquery_cache
+        if len(cache) > 50_000:  # bounded; cleared before use, never during
+            cache.clear()
+        missing = [item for item in dict.fromkeys(items) if (function, item) not in cache]
+        if missing:
+            with self._connection() as conn:
+                rows = conn.execute(
+                    f"SELECT t, {function}('english', t)::text FROM unnest(%s::text[]) AS t",
+                    (missing,),
+                ).fetchall()
+            cache.update(((function, item), text) for item, text in rows)
+        seen: set[str] = set()
+        kept = []
+        for item in items:
+            key = cache.get((function, item), item)
+            if key not in seen:
+                seen.add(key)
+                kept.append(item)
+        return kept
 
     def tagged(self, scope: str, labels: Sequence[str], as_of: int | None, limit: int) -> list[int]:
         if not labels or limit <= 0:
@@ -903,6 +961,70 @@ class PostgresStore:
         )
         rows = conn.execute(self.hnsw_sql(distance, date_condition), {**params, "fetch": fetch})
         return [row[0] for row in rows]
+
+    def dated_within(
+        self,
+        scope: str,
+        spans: Sequence[tuple[int, int]],
+        as_of: int | None,
+        limit: int,
+        among: Collection[int] | None = None,
+    ) -> list[int]:
+        if not spans or limit <= 0 or (among is not None and not among):
+            return []
+        date_condition = " AND event_key <= %(as_of)s" if as_of is not None else ""
+        among_condition = "" if among is None else " AND id = ANY(%(ids)s::bigint[])"
+        found: set[int] = set()
+        with self._connection() as conn:
+            for start, end in spans:  # one index range per span
+                rows = conn.execute(
+                    f"""SELECT id FROM records
+                        WHERE scope = %(scope)s AND state = 'active'
+                          AND event_key >= %(start)s AND event_key < %(end)s{date_condition}
+                          {among_condition}
+                        ORDER BY id DESC LIMIT %(limit)s""",
+                    {
+                        "scope": scope,
+                        "start": start,
+                        "end": end,
+                        "as_of": as_of,
+                        "ids": None if among is None else [int(i) for i in among],
+                        "limit": limit,
+                    },
+                ).fetchall()
+                found.update(row[0] for row in rows)
+        return sorted(found, reverse=True)[:limit]
+
+    def thread_followers(
+        self, scope: str, ids: Collection[int], as_of: int | None, depth: int
+    ) -> dict[int, list[int]]:
+        if not ids or depth < 1:
+            return {}
+        # Every row within an as-of bound has its thread key within it too (undated rows fail
+        # the bound anyway), so the bound also ends the index walk.
+        date_condition = (
+            " AND n.event_key <= %(as_of)s AND coalesce(n.event_key, n.ingested_key) <= %(as_of)s"
+            if as_of is not None
+            else ""
+        )
+        with self._connection() as conn:
+            rows = conn.execute(
+                # One short index walk on records_thread per row that has a thread, from the
+                # row's own place, stopping after ``depth`` eligible rows.
+                f"""SELECT c.id, f.id, f.key FROM records c CROSS JOIN LATERAL (
+                        SELECT n.id, coalesce(n.event_key, n.ingested_key) AS key
+                        FROM records n
+                        WHERE n.scope = c.scope AND n.thread = c.thread
+                          AND n.state = 'active'{date_condition}
+                          AND (coalesce(n.event_key, n.ingested_key), n.id)
+                              > (coalesce(c.event_key, c.ingested_key), c.id)
+                        ORDER BY coalesce(n.event_key, n.ingested_key), n.id
+                        LIMIT %(depth)s) f
+                    WHERE c.scope = %(scope)s AND c.id = ANY(%(ids)s::bigint[])
+                      AND c.thread IS NOT NULL""",
+                {"scope": scope, "ids": [int(i) for i in ids], "as_of": as_of, "depth": depth},
+            ).fetchall()
+        return followers_in_order(rows)
 
     def recency_keys(self, scope: str, ids: Collection[int]) -> dict[int, int]:
         if not ids:

@@ -18,6 +18,7 @@ import sqlite3
 import threading
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -40,6 +41,7 @@ from mempp.store.base import (
     Triple,
     TripleHit,
     check_undoable,
+    followers_in_order,
     inverse_change,
     undo_counts,
 )
@@ -192,11 +194,43 @@ MIGRATIONS: tuple[Migration, ...] = (
                 triples INTEGER NOT NULL)""",
         ),
     ),
+    Migration(
+        3,
+        "threads: a record's conversation or thread, for read-time context",
+        (
+            "ALTER TABLE records ADD COLUMN thread TEXT",
+            # Thread order is event time, undated rows at their ingest time, then ingest order.
+            """CREATE INDEX records_thread ON records
+                (scope, thread, coalesce(event_key, ingested_key), id) WHERE thread IS NOT NULL""",
+            "DROP TRIGGER records_content_frozen",
+            """CREATE TRIGGER records_content_frozen BEFORE UPDATE OF
+                id, scope, text, text_hash, author, event_date, event_key, tags, source,
+                ingested_at, ingested_key, embedding, thread ON records BEGIN
+                SELECT RAISE(ABORT,
+                    'mempp: a record''s content never changes; only its state may');
+            END""",
+        ),
+    ),
 )
 
 _RECORD_COLUMNS = (
-    "id, text, author, event_date, tags, source, scope, ingested_at, state, superseded_by"
+    "id, text, author, event_date, tags, source, scope, ingested_at, state, superseded_by, thread"
 )
+
+
+def thread_key(alias: str) -> str:
+    """A row's place in its thread (the records_thread index expression)."""
+    return f"coalesce({alias}.event_key, {alias}.ingested_key)"
+
+
+def _first_per_key(items: Sequence[str], keys: Sequence[tuple[str, ...]]) -> tuple[str, ...]:
+    seen: set[tuple[str, ...]] = set()
+    kept = []
+    for item, key in zip(items, keys, strict=True):
+        if key not in seen:
+            seen.add(key)
+            kept.append(item)
+    return tuple(kept)
 
 
 def _row_to_record(row: sqlite3.Row | tuple) -> Record:
@@ -211,6 +245,7 @@ def _row_to_record(row: sqlite3.Row | tuple) -> Record:
         ingested_at=row[7],
         state=row[8],
         superseded_by=row[9],
+        thread=row[10],
     )
 
 
@@ -242,13 +277,20 @@ def _row_to_run(row: sqlite3.Row | tuple) -> RunInfo:
 
 
 def fts_match_expression(query: LexicalQuery) -> str | None:
-    """Quote every term as an FTS5 string literal and join them with AND / OR."""
-    terms = [term.replace("\x00", "") for term in query.terms]
-    quoted = ['"' + term.replace('"', '""') + '"' for term in terms if term.strip()]
+    """Quote every term as an FTS5 string literal and join them with AND / OR. A quoted
+    two-word phrase is an FTS5 phrase: its words must stand side by side."""
+    terms = list(query.terms)
+    if query.mode == "disjunctive":
+        terms += query.phrases
+    quoted = [_quoted(term) for term in terms if term.replace("\x00", "").strip()]
     if not quoted:
         return None
     joiner = " AND " if query.mode == "conjunctive" else " OR "
     return joiner.join(quoted)
+
+
+def _quoted(term: str) -> str:
+    return '"' + term.replace("\x00", "").replace('"', '""') + '"'
 
 
 class SQLiteStore:
@@ -414,8 +456,8 @@ class SQLiteStore:
         """Write one record and its tag-index labels (the caller holds the transaction)."""
         cursor = conn.execute(
             """INSERT INTO records (scope, text, text_hash, author, event_date,
-                   event_key, tags, source, ingested_at, ingested_key, embedding)
-               VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
+                   event_key, tags, source, ingested_at, ingested_key, embedding, thread)
+               VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
             (
                 scope,
                 doc.text,
@@ -428,6 +470,7 @@ class SQLiteStore:
                 ingested_at,
                 ingested_key,
                 np.asarray(vector, dtype="<f4").tobytes(),
+                doc.thread,
             ),
         )
         row_id = cursor.lastrowid
@@ -471,6 +514,8 @@ class SQLiteStore:
             return [r[0] for r in self._conn.execute("SELECT DISTINCT scope FROM records")]
 
     def lexical(self, scope: str, query: LexicalQuery, as_of: int | None, limit: int) -> list[int]:
+        if query.unique_stems:
+            query = self._one_term_per_stem(query)
         expression = fts_match_expression(query)
         if expression is None:
             return []
@@ -488,10 +533,25 @@ class SQLiteStore:
             ).fetchall()
         return [row[0] for row in rows]
 
+    def _one_term_per_stem(self, query: LexicalQuery) -> LexicalQuery:
+        """Keep the first term (and phrase) of each distinct FTS5 token sequence."""
+        with self._lock:
+            term_tokens = self._term_tokens(list(query.terms))
+            phrase_tokens = self._term_tokens(list(query.phrases))
+        return replace(
+            query,
+            terms=_first_per_key(query.terms, term_tokens),
+            phrases=_first_per_key(query.phrases, phrase_tokens),
+        )
+
     def _lexical_in_ram(
         self, scope: str, query: LexicalQuery, as_of: int | None, limit: int
     ) -> list[int] | None:
-        """The same ranking from the in-RAM bm25 replica, or None where it cannot serve."""
+        """The same ranking from the in-RAM bm25 replica, or None where it cannot serve.
+
+        BM25 is a sum over the query's phrases, so phrase scores (from FTS5, which knows
+        word positions) are added to the replica's single-term scores exactly."""
+        conjunctive = query.mode == "conjunctive"
         with self._lock:
             bm25 = self._bm25_ready()
             if bm25 is None:
@@ -501,11 +561,22 @@ class SQLiteStore:
                 return None
             index = self._index
             assert index is not None
+            extra = None
+            if query.phrases and not conjunctive:
+                rows = self._conn.execute(
+                    "SELECT rowid, -bm25(records_fts) FROM records_fts WHERE records_fts MATCH ?",
+                    (" OR ".join(_quoted(p) for p in query.phrases),),
+                ).fetchall()
+                extra = (
+                    np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows)),
+                    np.fromiter((r[1] for r in rows), dtype=np.float64, count=len(rows)),
+                )
         return bm25.search(
             tokens,
-            conjunctive=query.mode == "conjunctive",
+            conjunctive=conjunctive,
             eligible=lambda ids: index.eligible(ids, scope, as_of),
             limit=limit,
+            extra=extra,
         )
 
     def tagged(self, scope: str, labels: Sequence[str], as_of: int | None, limit: int) -> list[int]:
@@ -534,6 +605,75 @@ class SQLiteStore:
         if index is None:
             return []
         return index.search(vector, scope, as_of, limit)
+
+    def dated_within(
+        self,
+        scope: str,
+        spans: Sequence[tuple[int, int]],
+        as_of: int | None,
+        limit: int,
+        among: Collection[int] | None = None,
+    ) -> list[int]:
+        if not spans or limit <= 0 or (among is not None and not among):
+            return []
+        date_condition = "" if as_of is None else " AND event_key <= :as_of"
+        among_condition = "" if among is None else " AND id IN (SELECT value FROM json_each(:ids))"
+        found: set[int] = set()
+        with self._lock:
+            for start, end in spans:  # one index range per span
+                rows = self._conn.execute(
+                    f"""SELECT id FROM records
+                        WHERE scope = :scope AND state = 'active'
+                          AND event_key >= :start AND event_key < :end{date_condition}
+                          {among_condition}
+                        ORDER BY id DESC LIMIT :limit""",
+                    {
+                        "scope": scope,
+                        "start": start,
+                        "end": end,
+                        "as_of": as_of,
+                        "ids": None if among is None else json.dumps([int(i) for i in among]),
+                        "limit": limit,
+                    },
+                ).fetchall()
+                found.update(row[0] for row in rows)
+        return sorted(found, reverse=True)[:limit]
+
+    def thread_followers(
+        self, scope: str, ids: Collection[int], as_of: int | None, depth: int
+    ) -> dict[int, list[int]]:
+        if not ids or depth < 1:
+            return {}
+        # Every row within an as-of bound has its thread key within it too (undated rows fail
+        # the bound anyway), so the bound also ends the index walk.
+        date_condition = (
+            "" if as_of is None else f" AND m.event_key <= :as_of AND {thread_key('m')} <= :as_of"
+        )
+        with self._lock:
+            rows = self._conn.execute(
+                # One short walk on the records_thread index per row that has a thread: it
+                # starts at the row's own place (the >= term is the seek) and stops after
+                # ``depth`` eligible rows. INDEXED BY: with an as-of bound the planner would
+                # otherwise scan the scope's rows by date.
+                f"""SELECT c.id, n.id, {thread_key("n")} FROM records c JOIN records n
+                    ON n.id IN (
+                        SELECT m.id FROM records m INDEXED BY records_thread
+                        WHERE m.scope = c.scope AND m.thread = c.thread
+                          AND m.state = 'active'{date_condition}
+                          AND {thread_key("m")} >= {thread_key("c")}
+                          AND ({thread_key("m")} > {thread_key("c")} OR m.id > c.id)
+                        ORDER BY {thread_key("m")}, m.id
+                        LIMIT :depth)
+                    WHERE c.id IN (SELECT value FROM json_each(:ids)) AND +c.scope = :scope
+                      AND c.thread IS NOT NULL""",
+                {
+                    "ids": json.dumps([int(i) for i in ids]),
+                    "scope": scope,
+                    "as_of": as_of,
+                    "depth": depth,
+                },
+            ).fetchall()
+        return followers_in_order(rows)
 
     def recency_keys(self, scope: str, ids: Collection[int]) -> dict[int, int]:
         if not ids:
@@ -952,7 +1092,16 @@ class SQLiteStore:
 
     def _fts_tokens(self, terms: Sequence[str]) -> tuple[str, ...] | None:
         """FTS5's token for each query term, or None if some term is not exactly one token."""
-        missing = [t for t in terms if t not in self._token_cache]
+        tokens = self._term_tokens(terms)
+        if any(len(t) != 1 for t in tokens):
+            return None
+        return tuple(t[0] for t in tokens)
+
+    def _term_tokens(self, terms: Sequence[str]) -> list[tuple[str, ...]]:
+        """The FTS5 tokens of each term, through FTS5's own tokenizer (cached)."""
+        if len(self._token_cache) > 50_000:  # bounded; cleared before use, never during
+            self._token_cache.clear()
+        missing = [t for t in dict.fromkeys(terms) if t not in self._token_cache]
         if missing:
             self._ensure_tokenizer()
             self._conn.executemany(
@@ -965,14 +1114,9 @@ class SQLiteStore:
             ):
                 found.setdefault(doc, []).append(term)
             self._conn.execute("INSERT INTO temp.mempp_tok (mempp_tok) VALUES ('delete-all')")
-            if len(self._token_cache) > 50_000:
-                self._token_cache.clear()
             for number, term in enumerate(missing, start=1):
                 self._token_cache[term] = tuple(found.get(number, ()))
-        tokens = [self._token_cache[t] for t in terms]
-        if any(len(t) != 1 for t in tokens):
-            return None
-        return tuple(t[0] for t in tokens)
+        return [self._token_cache[t] for t in terms]
 
     # -- the in-RAM vector index --------------------------------------------------------
     def _vector_index(self) -> ExactVectorIndex | None:
