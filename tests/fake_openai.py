@@ -11,9 +11,11 @@ Replies are served first in, first out. Every request is recorded (method, path,
 JSON body) before its reply is chosen, so a test can assert on prompts, model, sampling settings
 and the auth header. ``POST /v1/chat/completions`` and ``POST /chat/completions`` are both
 served, matching the client's rule (``base_url`` includes ``/v1``; the client appends
-``/chat/completions``), so a base URL with or without ``/v1`` reaches the fake. Any other path
-gets 404. When the queue is empty the server answers 418 with a message saying so: a
-non-retryable status, so a test that scripted too few replies fails at once and clearly.
+``/chat/completions``), so a base URL with or without ``/v1`` reaches the fake; so are
+``/v1/embeddings`` and ``/embeddings`` (script them with ``push(ScriptedReply(body=...))`` or a
+``responder``). Any other path gets 404. When the queue is empty the server answers 418 with a
+message saying so: a non-retryable status, so a test that scripted too few replies fails at
+once and clearly.
 
 Use it as a context manager, or through the ``fake_openai`` fixture defined here (import it
 into a conftest, or wrap :class:`FakeOpenAI` in a local fixture).
@@ -33,6 +35,7 @@ from typing import Any
 import pytest
 
 CHAT_PATHS = ("/v1/chat/completions", "/chat/completions")
+EMBEDDING_PATHS = ("/v1/embeddings", "/embeddings")
 
 
 @dataclass
@@ -211,7 +214,7 @@ def _make_handler(fake: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
             except (UnicodeDecodeError, json.JSONDecodeError):
                 body = None
             path = self.path.split("?", 1)[0]
-            if path not in CHAT_PATHS:
+            if path not in CHAT_PATHS + EMBEDDING_PATHS:
                 self._send(404, {"error": {"message": f"fake server: no route {path}"}}, {})
                 return
             request = RecordedRequest(

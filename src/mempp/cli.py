@@ -15,6 +15,7 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
+from mempp.encoders import ENV_ENCODER, embedder_named
 from mempp.errors import InvalidInput, MemppError
 from mempp.evidence import Evidence
 from mempp.packing import PackingOptions
@@ -40,6 +41,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--scope", default=None, help="tenant / namespace inside the store (default: 'default')"
+    )
+    parser.add_argument(
+        "--encoder",
+        default=None,
+        help="minilm (local, the default) or openai (an OpenAI-compatible embeddings endpoint "
+        "from $MEMPP_EMBED_BASE_URL / $MEMPP_EMBED_MODEL); default: $MEMPP_ENCODER, else minilm",
     )
     parser.add_argument("--version", action="version", version=f"mempp {_version()}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -239,7 +246,11 @@ def _open(args: argparse.Namespace):  # type: ignore[no-untyped-def]
         # Reading a mistyped path would silently create an empty store and find nothing.
         if path != ":memory:" and not os.path.exists(path):
             raise CliError(f"no database at {path} (add or ingest documents first)")
-    return Memory(location, scope=args.scope or DEFAULT_SCOPE)
+    # Built before the store is opened, so a missing endpoint fails fast; the local default
+    # is left to Memory, which loads it only when something needs encoding.
+    name = args.encoder or os.environ.get(ENV_ENCODER)
+    embedder = None if name is None else embedder_named(name)
+    return Memory(location, scope=args.scope or DEFAULT_SCOPE, embedder=embedder)
 
 
 def _add(memory, args: argparse.Namespace, text: str) -> int:  # type: ignore[no-untyped-def]

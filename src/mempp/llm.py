@@ -75,6 +75,7 @@ ENV_TIMEOUT = "MEMPP_LLM_TIMEOUT"
 ENV_CACHE = "MEMPP_LLM_CACHE"
 ENV_JSON_MODE = "MEMPP_LLM_JSON_MODE"
 INSTALL_HINT = "pip install 'mempp[llm]'"
+CHAT_PATH = "/chat/completions"
 
 Message = Mapping[str, Any]
 T = TypeVar("T")
@@ -155,8 +156,9 @@ class LLMConfig:
             raise InvalidInput(f"unknown LLMConfig field(s): {', '.join(sorted(unknown))}")
         return replace(self, **{k: v for k, v in overrides.items() if v is not None})
 
-    def endpoint(self) -> str:
-        """The chat-completions URL (see the module docstring for the joining rule)."""
+    def endpoint(self, path: str = CHAT_PATH) -> str:
+        """The URL of an API route, by default chat completions (see the module docstring for
+        the joining rule)."""
         if not self.base_url:
             raise LLMUnavailable(
                 f"no LLM endpoint configured: set {ENV_BASE_URL} "
@@ -165,9 +167,8 @@ class LLMConfig:
         base = self.base_url.strip().rstrip("/")
         if not re.match(r"^https?://", base):
             raise InvalidInput(f"LLM base URL must start with http:// or https://, got {base!r}")
-        if base.endswith("/chat/completions"):
-            return base
-        return base + "/chat/completions"
+        base = base.removesuffix(CHAT_PATH)
+        return base + path
 
     def validate(self) -> None:
         self.endpoint()
@@ -683,7 +684,7 @@ class LLMClient:
                 with self._lock:
                     self.usage.cache_hits += 1
                 return cached, key
-        text = self._post_with_retries(payload)
+        text = self._read_reply(self._post_with_retries(self.endpoint, payload))
         if self.cache is not None and key is not None:
             self.cache.put(key, payload, text)
         return text, key
@@ -695,7 +696,18 @@ class LLMClient:
         headers.update(self.config.headers)
         return headers
 
-    def _post_with_retries(self, payload: Mapping[str, Any]) -> str:
+    def post_json(self, path: str, payload: Mapping[str, Any]) -> dict[str, Any]:
+        """POST ``payload`` to another route of the same API (``"/embeddings"``), with the
+        same retries, concurrency bound and errors as :meth:`chat`; the reply's JSON object."""
+        url = self.config.endpoint(path)
+        response = self._post_with_retries(url, payload)
+        data = _json_object(response, url)
+        if "error" in data:
+            raise LLMError(f"{url} reported an error: {_error_detail(response.body)}")
+        return data
+
+    def _post_with_retries(self, url: str, payload: Mapping[str, Any]) -> _Response:
+        """The first 2xx response; retries 429, 5xx and transport failures."""
         body = json.dumps(payload, ensure_ascii=False).encode("utf-8")
         headers = self._headers()
         attempts = self.config.max_retries + 1
@@ -705,29 +717,28 @@ class LLMClient:
                 self.usage.requests += 1
             try:
                 with self._slots:
-                    response = self._transport.post(self.endpoint, headers, body)
+                    response = self._transport.post(url, headers, body)
             except _TransportFailure as exc:
                 if last:
                     raise LLMUnavailable(
-                        f"{self.endpoint} unreachable after {attempts} attempt(s): {exc}"
+                        f"{url} unreachable after {attempts} attempt(s): {exc}"
                     ) from exc
                 delay = self._backoff(attempt)
             else:
                 if 200 <= response.status < 300:
-                    return self._read_reply(response)
+                    return response
                 detail = _error_detail(response.body)
                 if response.status != 429 and response.status < 500:
                     hint = ""
                     if response.status == 404:
                         hint = " (check the base URL: it usually ends in /v1)"
                     raise LLMError(
-                        f"HTTP {response.status} from {self.endpoint}{hint}: {detail}",
+                        f"HTTP {response.status} from {url}{hint}: {detail}",
                         status=response.status,
                     )
                 if last:
                     raise LLMUnavailable(
-                        f"HTTP {response.status} from {self.endpoint} after {attempts} "
-                        f"attempt(s): {detail}",
+                        f"HTTP {response.status} from {url} after {attempts} attempt(s): {detail}",
                         status=response.status,
                     )
                 waited = self._retry_after(response.headers)
@@ -769,16 +780,7 @@ class LLMClient:
         return min(max(seconds, 0.0), self.config.max_retry_after)
 
     def _read_reply(self, response: _Response) -> str:
-        try:
-            data = json.loads(response.body.decode("utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError):
-            raise LLMError(
-                f"{self.endpoint} answered HTTP {response.status} with a body that is not JSON "
-                f"(is the base URL right?): {_snippet(response.body.decode('utf-8', 'replace'))}",
-                status=response.status,
-            ) from None
-        if not isinstance(data, dict):
-            raise LLMError(f"unexpected reply from {self.endpoint}: {_snippet(str(data))}")
+        data = _json_object(response, self.endpoint)
         if "error" in data and "choices" not in data:
             raise LLMError(f"{self.endpoint} reported an error: {_error_detail(response.body)}")
         usage = data.get("usage")
@@ -800,6 +802,20 @@ class LLMClient:
             reason = choice.get("finish_reason") if isinstance(choice, dict) else None
             raise LLMReplyError(f"reply has no text (finish_reason={reason!r})", reply=None)
         return content
+
+
+def _json_object(response: _Response, url: str) -> dict[str, Any]:
+    try:
+        data = json.loads(response.body.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        raise LLMError(
+            f"{url} answered HTTP {response.status} with a body that is not JSON "
+            f"(is the base URL right?): {_snippet(response.body.decode('utf-8', 'replace'))}",
+            status=response.status,
+        ) from None
+    if not isinstance(data, dict):
+        raise LLMError(f"unexpected reply from {url}: {_snippet(str(data))}")
+    return data
 
 
 def _as_int(value: object) -> int:

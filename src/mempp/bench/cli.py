@@ -271,9 +271,9 @@ def _run(args: argparse.Namespace, embedder: Any, spans: Any) -> int:
     print(_llm_status(llm_options, hook is not None, args, answered, chosen), file=sys.stderr)
 
     if embedder is None:
-        from mempp.encoders import default_embedder
+        from mempp.encoders import embedder_named
 
-        embedder = default_embedder()
+        embedder = embedder_named(getattr(args, "encoder", None))
     run_options = RunOptions(
         ks=ks,
         sweep=sweep,

@@ -1,8 +1,14 @@
 """Sentence encoders: the ``Embedder`` protocol and the implementations mempp ships."""
 
-from mempp.encoders.base import Embedder
+import os
 
-__all__ = ["Embedder", "default_embedder"]
+from mempp.encoders.base import Embedder
+from mempp.errors import InvalidInput
+
+__all__ = ["ENCODERS", "ENV_ENCODER", "Embedder", "default_embedder", "embedder_named"]
+
+ENV_ENCODER = "MEMPP_ENCODER"
+ENCODERS = ("minilm", "openai")
 
 
 def default_embedder() -> Embedder:
@@ -10,3 +16,17 @@ def default_embedder() -> Embedder:
     from mempp.encoders.minilm import MiniLMEmbedder
 
     return MiniLMEmbedder()
+
+
+def embedder_named(name: str | None = None) -> Embedder:
+    """``minilm`` (the default) or ``openai`` (an OpenAI-compatible embeddings endpoint
+    configured by ``MEMPP_EMBED_*``, see :mod:`mempp.encoders.openai`); ``None`` reads
+    ``$MEMPP_ENCODER``."""
+    chosen = (name or os.environ.get(ENV_ENCODER) or "minilm").strip().lower()
+    if chosen == "minilm":
+        return default_embedder()
+    if chosen == "openai":
+        from mempp.encoders.openai import OpenAIEmbedder
+
+        return OpenAIEmbedder.from_env()
+    raise InvalidInput(f"unknown encoder {chosen!r} (choose from: {', '.join(ENCODERS)})")
