@@ -32,6 +32,15 @@ def test_entries_in_rank_order_with_headers_and_offsets(hits) -> None:
         assert not row.truncated
 
 
+def test_header_names_the_thread_when_there_is_one(keyword_memory) -> None:
+    keyword_memory.add("launch on friday?", author="Ana", date="2024-03-01", thread="#launch")
+    keyword_memory.add("launch budget", date="2024-03-02")
+    evidence = render_evidence(keyword_memory.search("launch", settings=Settings(reserve=0)))
+    heads = [line for line in evidence.text.split("\n") if line.startswith("[")]
+    assert any(h.endswith("| Ana | thread #launch | record 1") for h in heads)
+    assert any(h.endswith("2024-03-02 | record 2") for h in heads)  # no thread, no mention
+
+
 def test_budget_is_never_exceeded_and_cut_entry_is_marked(hits) -> None:
     full = render_evidence(hits)
     for budget in (1, 10, 40, 60, 120, len(full.text) - 1, len(full.text), 10_000):

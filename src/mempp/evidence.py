@@ -1,8 +1,9 @@
 """Evidence for the answering model: rows in rank order, each headed by date, author and id.
 
 The header lets a model compare versions of a fact by when they were written and who wrote
-them, and cite the record id. ``style="paper"`` reproduces the authors' harness instead:
-``"{i}. {text}"`` with no header, for runs where date and speaker lead the stored text.
+them, see which rows belong to one conversation (thread), and cite the record id.
+``style="paper"`` reproduces the authors' harness instead: ``"{i}. {text}"`` with no header,
+for runs where date and speaker lead the stored text.
 
 Optional packing (``packing=PackingOptions(), query=...``, see :mod:`mempp.packing`) shows a
 long record as query-focused excerpts, under a marker line naming the record, so that more
@@ -94,10 +95,14 @@ class Evidence:
 
 
 def header(hit: Hit, position: int) -> str:
+    """``[i] date | author | thread T | record N`` (author and thread when the record has
+    them): the thread tells the model which rows belong to one conversation."""
     record = hit.record
     parts = [record.date or "undated"]
     if record.author:
         parts.append(record.author)
+    if record.thread:
+        parts.append(f"thread {record.thread}")
     parts.append(f"record {record.id}")
     return f"[{position}] " + " | ".join(parts)
 
