@@ -17,8 +17,8 @@ served, matching the client's rule (``base_url`` includes ``/v1``; the client ap
 message saying so: a non-retryable status, so a test that scripted too few replies fails at
 once and clearly.
 
-Use it as a context manager, or through the ``fake_openai`` fixture defined here (import it
-into a conftest, or wrap :class:`FakeOpenAI` in a local fixture).
+Use it as a context manager, or through the ``server`` fixture defined here; ``fast_client``
+builds a client for it that does not wait between retries.
 """
 
 from __future__ import annotations
@@ -33,6 +33,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
+
+from mempp.llm import LLMClient
 
 CHAT_PATHS = ("/v1/chat/completions", "/chat/completions")
 EMBEDDING_PATHS = ("/v1/embeddings", "/embeddings")
@@ -259,8 +261,19 @@ def _make_handler(fake: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
     return Handler
 
 
+def fast_client(server: FakeOpenAI, **kwargs: Any) -> LLMClient:
+    """An ``LLMClient`` aimed at ``server`` that never sleeps between retries and gives up
+    quickly (5 s timeout, one retry); keyword arguments override."""
+    kwargs.setdefault("model", "test-model")
+    kwargs.setdefault("sleep", lambda seconds: None)
+    kwargs.setdefault("timeout", 5.0)
+    kwargs.setdefault("max_retries", 1)
+    return LLMClient(base_url=server.base_url, **kwargs)
+
+
 @pytest.fixture
-def fake_openai() -> Iterator[FakeOpenAI]:
-    """A running :class:`FakeOpenAI`, stopped after the test."""
-    with FakeOpenAI() as server:
-        yield server
+def server() -> Iterator[FakeOpenAI]:
+    """A running :class:`FakeOpenAI`, stopped after the test. A test module uses it with
+    ``server = fake_openai.server`` (pytest finds fixtures among module attributes)."""
+    with FakeOpenAI() as fake:
+        yield fake

@@ -18,14 +18,12 @@ from mempp.answer import (
 )
 from mempp.llm import LLMClient, LLMReplyError
 
+import fake_openai
 from conftest import KeywordEmbedder
 from fake_openai import FakeOpenAI
 
-
-@pytest.fixture
-def server() -> Iterator[FakeOpenAI]:
-    with FakeOpenAI() as fake:
-        yield fake
+# The shared fixture (pytest finds fixtures among module attributes).
+server = fake_openai.server
 
 
 @pytest.fixture

@@ -26,26 +26,20 @@ from mempp.llm import LLMClient
 from mempp.store import sqlite as sqlite_store
 from mempp.store.base import ConsolidationStore, StateConflict, supports
 
+import fake_openai
 from conftest import KeywordEmbedder
-from fake_openai import FakeOpenAI, RecordedRequest, ScriptedReply
+from fake_openai import FakeOpenAI, RecordedRequest, ScriptedReply, fast_client
+
+# The shared fixture (pytest finds fixtures among module attributes).
+server = fake_openai.server
 
 KEYWORDS = ["launch", "friday", "budget", "april", "office", "hiring"]
 TAG_ONLY = Settings(w_lex=0, w_vec=0, reserve=0)
 
 
 # -- fixtures and helpers ----------------------------------------------------------------------
-@pytest.fixture
-def server() -> Iterator[FakeOpenAI]:
-    with FakeOpenAI() as fake:
-        yield fake
-
-
 def make_llm(server: FakeOpenAI, **kwargs: Any) -> LLMClient:
-    kwargs.setdefault("model", "consolidation-model")
-    kwargs.setdefault("sleep", lambda seconds: None)
-    kwargs.setdefault("timeout", 5.0)
-    kwargs.setdefault("max_retries", 1)
-    return LLMClient(base_url=server.base_url, **kwargs)
+    return fast_client(server, **{"model": "consolidation-model", **kwargs})
 
 
 @pytest.fixture
@@ -377,25 +371,6 @@ def test_failed_merge_call_leaves_the_group_untouched(memory, server, llm) -> No
     assert report.failures == 1 and "merge call" in report.details[0].detail
     assert all(memory.get(i).state == "active" for i in ids)
     assert len(memory) == 2
-
-
-def test_a_row_changed_during_the_run_fails_its_group(memory, server, llm) -> None:
-    ids = launch_group(memory)
-
-    def meddle(request: RecordedRequest) -> ScriptedReply:
-        # Another writer archives a member while the model is thinking.
-        memory.store.set_state(memory.scope, [ids[2]], "archived", None)
-        return ScriptedReply(content='{"label": "conflict"}')
-
-    server.responder = meddle
-    report = consolidate(memory, llm)
-    assert report.failures == 1 and "changed since" in report.details[0].detail
-    assert states(memory) == {
-        ids[0]: ("active", None),
-        ids[1]: ("active", None),
-        ids[2]: ("archived", None),
-    }
-    assert memory.store.run_changes(memory.scope, report.run_id) == []
 
 
 def test_concurrent_calls_apply_in_group_order(memory, server) -> None:

@@ -21,22 +21,16 @@ from mempp.graph import (
 from mempp.llm import LLMClient, LLMUnavailable
 from mempp.store.base import GraphStore, supports
 
+import fake_openai
 from conftest import KeywordEmbedder
-from fake_openai import FakeOpenAI, ScriptedReply
+from fake_openai import FakeOpenAI, ScriptedReply, fast_client
 
-
-@pytest.fixture
-def server() -> Iterator[FakeOpenAI]:
-    with FakeOpenAI() as fake:
-        yield fake
+# The shared fixture (pytest finds fixtures among module attributes).
+server = fake_openai.server
 
 
 def make_llm(server: FakeOpenAI, **kwargs: Any) -> LLMClient:
-    kwargs.setdefault("model", "graph-model")
-    kwargs.setdefault("sleep", lambda seconds: None)
-    kwargs.setdefault("timeout", 5.0)
-    kwargs.setdefault("max_retries", 1)
-    return LLMClient(base_url=server.base_url, **kwargs)
+    return fast_client(server, **{"model": "graph-model", **kwargs})
 
 
 @pytest.fixture
@@ -280,14 +274,6 @@ def test_ranking_by_entities_touched_then_recency_without_repeats(memory, server
         ("Ana", "likes", "tea", other),  # one entity, newest row
         ("Helix", "uses", "Postgres", new),
     ]
-
-
-def test_archived_rows_contribute_no_facts(memory, server, llm, launch_graph) -> None:
-    memory.store.set_state(memory.scope, [launch_graph["june"]], "archived", None)
-    for dated in (True, False):
-        server.reply_json({"entities": ["Helix"]})
-        facts = related_facts(memory, "When?", llm=llm, dated=dated)
-        assert "June" not in {f.object for f in facts}
 
 
 def test_at_most_five_facts_after_the_rows(memory, server, llm) -> None:

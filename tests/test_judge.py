@@ -29,7 +29,11 @@ from mempp.judge import (
 )
 from mempp.llm import LLMClient
 
+import fake_openai
 from fake_openai import FakeOpenAI
+
+# The shared fixture (pytest finds fixtures among module attributes).
+server = fake_openai.server
 
 THIRDS = [
     {"id": "a", "max_score": 0.333, "criterion": "names the new vendor", "fail_criterion": "x"},
@@ -37,12 +41,6 @@ THIRDS = [
     {"id": "c", "max_score": 0.333, "criterion": "gives the reason", "fail_criterion": "z"},
 ]
 TRUTH = {"current_value": "Acme", "prior_value": "Globex", "change_date": "2023-05-02"}
-
-
-@pytest.fixture
-def server() -> Iterator[FakeOpenAI]:
-    with FakeOpenAI() as fake:
-        yield fake
 
 
 @pytest.fixture

@@ -8,7 +8,6 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,15 +24,13 @@ from mempp.llm import (
     parse_json_reply,
 )
 
+import fake_openai
 from fake_openai import FakeOpenAI, RecordedRequest, ScriptedReply
 
+# The shared fixture (pytest finds fixtures among module attributes).
+server = fake_openai.server
+
 MESSAGES = [{"role": "user", "content": "Say hi."}]
-
-
-@pytest.fixture
-def server() -> Iterator[FakeOpenAI]:
-    with FakeOpenAI() as fake:
-        yield fake
 
 
 class Sleeps:

@@ -46,8 +46,12 @@ from mempp.store.base import (
 )
 
 import engines
+import fake_openai
 from conftest import KeywordEmbedder
-from fake_openai import FakeOpenAI, RecordedRequest, ScriptedReply
+from fake_openai import FakeOpenAI, RecordedRequest, ScriptedReply, fast_client
+
+# The shared fixture (pytest finds fixtures among module attributes).
+server = fake_openai.server
 
 # The fixtures this module uses (pytest finds fixtures among module attributes).
 pg_server = engines.pg_server
@@ -64,18 +68,8 @@ def engine_of(location: str) -> str:
     return "postgres" if location.startswith("postgresql://") else "sqlite"
 
 
-@pytest.fixture
-def server() -> Iterator[FakeOpenAI]:
-    with FakeOpenAI() as fake:
-        yield fake
-
-
 def make_llm(server: FakeOpenAI, **kwargs: Any) -> LLMClient:
-    kwargs.setdefault("model", "layers-model")
-    kwargs.setdefault("sleep", lambda seconds: None)
-    kwargs.setdefault("timeout", 5.0)
-    kwargs.setdefault("max_retries", 1)
-    return LLMClient(base_url=server.base_url, **kwargs)
+    return fast_client(server, **{"model": "layers-model", **kwargs})
 
 
 @pytest.fixture
