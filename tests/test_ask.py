@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from mempp import Memory
+from mempp import Memory, PackingOptions
 from mempp.answer import (
     CONTEXT_CHARS,
     EMPTY_CONTEXT,
@@ -162,3 +162,15 @@ def test_answer_from_context_placeholder_and_reasoning(server, llm):
     server.reply("<think>hmm</think>\nThe records do not say.")
     assert answer_from_context("Who?", "   \n", llm) == "The records do not say."
     assert EMPTY_CONTEXT in server.requests[0].messages[0]["content"]
+
+
+def test_ask_with_packing_shows_long_records_as_excerpts(memory, launch_ids, server, llm):
+    filler = " ".join(f"Minutes item {i}: nothing to report." for i in range(60))
+    long_id = memory.add(filler + " The launch date is final. " + filler, date="2024-03-01").id
+    server.reply_json({"answer": "x", "citations": [long_id]})
+    packing = PackingOptions(threshold=400, cap=200, passage=100, whole_first=0)
+    answer = ask(memory, "When is the launch?", llm=llm, packing=packing)
+    prompt = server.requests[0].messages[1]["content"]
+    assert f"full text: record {long_id}" in prompt and "The launch date is final." in prompt
+    assert len(prompt) < len(filler)  # the long record was not shown whole
+    assert answer.citations == [long_id]  # an excerpted record is still citable

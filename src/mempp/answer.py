@@ -23,6 +23,7 @@ from mempp.errors import InvalidInput
 if TYPE_CHECKING:  # keep mempp.memory and mempp.llm out of this module's import time
     from mempp.llm import LLMClient
     from mempp.memory import Memory
+    from mempp.packing import PackingOptions
     from mempp.settings import Settings
 
 __all__ = [
@@ -128,14 +129,18 @@ def ask(
     budget: int = 40_000,
     settings: Settings | str | None = None,
     max_tokens: int = 1024,
+    packing: PackingOptions | None = None,
 ) -> Answer:
     """Answer ``question`` from ``memory`` as of ``as_of``, citing record ids.
 
-    ``k`` rows are retrieved and rendered up to ``budget`` characters. ``llm`` defaults to
-    ``LLMClient.from_env()``, created only when there is evidence to show. Raises
-    ``LLMReplyError`` when the model's reply is still unusable after one corrective retry.
+    ``k`` rows are retrieved and rendered up to ``budget`` characters (with ``packing``, long
+    records below the best-ranked as excerpts). ``llm`` defaults to ``LLMClient.from_env()``,
+    created only when there is evidence to show. Raises ``LLMReplyError`` when the model's
+    reply is still unusable after one corrective retry.
     """
-    evidence = memory.evidence(question, as_of=as_of, k=k, budget=budget, settings=settings)
+    evidence = memory.evidence(
+        question, as_of=as_of, k=k, budget=budget, settings=settings, packing=packing
+    )
     shown = [row.id for row in evidence.rows]
     as_of_text = _date_text(as_of)
     if not shown:

@@ -112,6 +112,9 @@ def build_parser() -> argparse.ArgumentParser:
         "(default: $MEMPP_LLM_BASE_URL)",
     )
     ask.add_argument("--model", default=None, help="model name (default: $MEMPP_LLM_MODEL)")
+    ask.add_argument(
+        "--pack", action="store_true", help="long records below the best-ranked as excerpts"
+    )
     ask.add_argument("--json", action="store_true", help="print {answer, citations, evidence}")
 
     from mempp.bench.cli import add_parser as add_bench_parser
@@ -372,7 +375,15 @@ def _evidence(memory, args: argparse.Namespace) -> int:  # type: ignore[no-untyp
 def _ask(memory, args: argparse.Namespace, llm) -> int:  # type: ignore[no-untyped-def]
     from mempp.answer import ask
 
-    answer = ask(memory, args.question, as_of=args.as_of, k=args.k, llm=llm, budget=args.budget)
+    answer = ask(
+        memory,
+        args.question,
+        as_of=args.as_of,
+        k=args.k,
+        llm=llm,
+        budget=args.budget,
+        packing=PackingOptions() if args.pack else None,
+    )
     if args.json:
         _print_json(answer.to_dict())
         return EXIT_OK

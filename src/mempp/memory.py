@@ -231,6 +231,7 @@ class Memory:
         k: int = 50,
         llm: LLMClient | None = None,
         budget: int = 40_000,
+        packing: PackingOptions | None = None,
     ) -> Answer:
         """Answer from this memory's evidence with a language model, citing record ids.
 
@@ -239,7 +240,7 @@ class Memory:
         """
         from mempp.answer import ask
 
-        return ask(self, question, as_of=as_of, k=k, llm=llm, budget=budget)
+        return ask(self, question, as_of=as_of, k=k, llm=llm, budget=budget, packing=packing)
 
     def get(self, record_id: int) -> Record:
         """The record with this id (any state). Raises ``RecordNotFound``."""
