@@ -73,7 +73,7 @@ from multiprocessing.synchronize import Barrier
 import numpy as np
 import pytest
 
-from mempp import EncoderMismatch, InvalidInput, Memory, Settings
+from mempp import EncoderMismatch, InvalidInput, Memory, Settings, preset
 from mempp.dates import parse_as_of
 from mempp.query import LexicalQuery, date_spans
 from mempp.records import Hit
@@ -389,6 +389,7 @@ HOSTILE = [
     "你好 世界 東京タワー",
     "ünïcödé 🚀",
     "a" * 5_000,
+    "as of 9999-12-31, December 9999, 0000-00-00 or 0001-01-01?",  # date leg edge cases
 ]
 
 
@@ -404,8 +405,11 @@ def test_hostile_queries_never_raise(engine_location: str, mode: str) -> None:
             else:
                 found = memory.search(query, settings=Settings(lexical_mode=mode))
                 assert isinstance(found, list)
-            # Raw terms straight to the store, bypassing the tokeniser in mempp.query.
-            raw = LexicalQuery((query, "alpha"), mode)
+                # the default: phrases, one term per stem, the date leg, thread context
+                default = preset("default").with_(lexical_mode=mode)
+                assert isinstance(memory.search(query, settings=default), list)
+            # Raw terms and phrases straight to the store, bypassing mempp.query's tokeniser.
+            raw = LexicalQuery((query, "alpha"), mode, (query, f"alpha {query}"), True)
             assert isinstance(memory.store.lexical(memory.scope, raw, None, 10), list)
         assert len(memory) == 2  # nothing was dropped or changed
         conj = LEX.with_(lexical_mode="conjunctive")
