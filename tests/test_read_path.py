@@ -252,3 +252,16 @@ def test_evidence_packing_shows_long_records_as_marked_excerpts(keyword_memory) 
     assert "The budget review moved to Friday." in packed.text  # the passage naming the query
     assert len(packed.text) < len(whole.text)
     assert keyword_memory.get(long_id).text.startswith(filler)  # the record itself is whole
+
+
+def test_as_of_stated_in_the_question_bounds_the_scope_when_asked_to(keyword_memory) -> None:
+    old = keyword_memory.add("budget is 10k", date="2024-01-10").id
+    new = keyword_memory.add("budget is 20k", date="2024-03-10").id
+    question = "What was the budget as of February 1, 2024?"
+    assert {h.id for h in keyword_memory.search(question)} == {old, new}  # off by default
+    reading = Settings(as_of_in_question=True, reserve=0)
+    assert [h.id for h in keyword_memory.search(question, settings=reading)] == [old]
+    # an explicit bound wins over the question's
+    explicit = keyword_memory.search(question, settings=reading, as_of="2024-12-31")
+    assert {h.id for h in explicit} == {old, new}
+    assert {h.id for h in keyword_memory.search("the budget", settings=reading)} == {old, new}

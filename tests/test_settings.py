@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from mempp import InvalidInput, Settings, preset
-from mempp.dates import parse_event_date
-from mempp.query import date_spans, lexical_query, tag_labels
+from mempp.dates import parse_as_of, parse_event_date
+from mempp.query import date_spans, lexical_query, question_as_of, tag_labels
 
 QUESTION = "What did Jane Doe decide about the Q3 pricing of the Team plan, and why was it changed?"
 
@@ -82,6 +82,24 @@ def test_date_spans_read_explicit_days_and_months(question, expected) -> None:
     assert date_spans(question) == tuple((_day(a), _day(b)) for a, b in expected)
 
 
+@pytest.mark.parametrize(
+    ("question", "bound"),
+    [
+        ("What did we charge as of 2023-04-02?", "2023-04-02"),
+        ("pricing AS AT March 31, 2023, and why", "2023-03-31"),
+        ("the plan as it stood on 16 June 2023", "2023-06-16"),
+        ("as of May 2023", "2023-05-31"),
+        ("as of 2024-02", "2024-02-29"),
+        ("as of 2023-02-30, then as of 2023-01-01", "2023-01-01"),  # an invalid date is skipped
+        ("what changed on 2023-04-02?", None),  # a date alone is not a bound
+        ("as of now", None),
+        ("as of last March", None),
+    ],
+)
+def test_question_as_of_reads_a_stated_bound(question, bound) -> None:
+    assert question_as_of(question) == (None if bound is None else parse_as_of(bound))
+
+
 def test_conjunctive_terms_are_every_content_word() -> None:
     query = lexical_query(QUESTION, preset("paper-orgmembench"))
     assert query.mode == "conjunctive"
@@ -112,6 +130,7 @@ def test_tag_labels_include_ngrams_and_the_whole_question() -> None:
         {"w_date": -1},
         {"phrases": "yes"},
         {"unique_stems": 1},
+        {"as_of_in_question": "yes"},
     ],
 )
 def test_invalid_settings_are_refused(changes) -> None:

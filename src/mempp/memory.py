@@ -23,7 +23,7 @@ from mempp.errors import EncoderMismatch, InvalidInput, RecordNotFound
 from mempp.evidence import Evidence, EvidenceStyle, append_facts, render_evidence
 from mempp.packing import PackingOptions
 from mempp.records import AddResult, Document, Hit, Record
-from mempp.retrieval import LegLists, fuse_and_select, run_legs, to_hits
+from mempp.retrieval import LegLists, fuse_and_select, run_legs, scope_bound, to_hits
 from mempp.settings import Settings, preset
 from mempp.store import Store, open_store
 
@@ -164,13 +164,16 @@ class Memory:
         k: int | None = None,
         settings: Settings | str | None = None,
     ) -> list[Hit]:
-        """The read path: scope, three legs, weighted RRF, recency slots. Best first."""
+        """The read path: scope, three legs, weighted RRF, the date leg, thread context, recency
+        slots. Best first. ``as_of`` bounds the scope (a bare date includes that whole day);
+        without it, settings with ``as_of_in_question`` take the bound from an "as of <date>"
+        phrase in the query."""
         config = self.settings if settings is None else _resolve_settings(settings)
         k = config.k if k is None else k
         if not isinstance(k, int) or isinstance(k, bool) or k < 1:
             raise InvalidInput(f"k must be an integer >= 1, got {k!r}")
         question = _clean_query(query)
-        bound = parse_as_of(as_of)
+        bound = scope_bound(question, parse_as_of(as_of), config)
         legs = self.legs(question, as_of=bound, settings=config)
         chosen = fuse_and_select(self._store, self.scope, legs, bound, config, k)
         return to_hits(self._store, self.scope, chosen)

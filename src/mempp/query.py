@@ -1,4 +1,5 @@
-"""From a question to what each leg looks up: lexical terms, tag labels, dates it names.
+"""From a question to what each leg looks up: lexical terms, tag labels, dates it names, and
+the as-of bound an "as of <date>" phrase sets.
 
 User text is never passed to a search engine as query syntax: it is cut into plain word
 tokens here, and each engine quotes every token as a literal.
@@ -148,3 +149,23 @@ def _span(year: str, month: str, day: str | None) -> tuple[int, int] | None:
     start, end = parse_event_date(first), parse_event_date(after)
     assert start is not None and end is not None
     return start.key, end.key
+
+
+_AS_OF_PHRASE = re.compile(r"\bas\s+(?:of|at)\s+|\bas\s+it\s+stood\s+on\s+", re.IGNORECASE)
+
+
+def question_as_of(question: str) -> int | None:
+    """The as-of bound a question states: "as of 2023-04-02", "as at March 31, 2023",
+    "as it stood on 16 June 2023", "as of May 2023" give the end of that day or month (an
+    inclusive key, like a bare as-of date). The first such phrase counts; a date that does not
+    follow one of those phrases sets no bound."""
+    for phrase in _AS_OF_PHRASE.finditer(question):
+        for pattern, (y, m, d) in _DATE_PATTERNS:
+            match = pattern.match(question, phrase.end())
+            if match is None:
+                continue
+            span = _span(match.group(y), match.group(m), None if d is None else match.group(d))
+            if span is not None:
+                return span[1] - 1
+            break  # the phrase names an invalid date: no bound from it
+    return None

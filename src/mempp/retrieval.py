@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from mempp.fusion import Fused, add_date_leg, add_thread_context, rrf, select_with_reserve
-from mempp.query import date_spans, lexical_query, tag_labels
+from mempp.query import date_spans, lexical_query, question_as_of, tag_labels
 from mempp.records import Hit
 from mempp.settings import LEGS, Settings
 from mempp.store.base import Store
@@ -33,6 +33,14 @@ class LegLists:
     def as_dict(self) -> dict[str, list[int]]:
         """The three ranked legs (the date leg is applied after their fusion)."""
         return {"lex": self.lex, "tag": self.tag, "vec": self.vec}
+
+
+def scope_bound(question: str, as_of: int | None, settings: Settings) -> int | None:
+    """The as-of bound of a search: the caller's, else (when ``as_of_in_question`` is on) the
+    one an "as of <date>" phrase in the question states, else none."""
+    if as_of is not None or not settings.as_of_in_question:
+        return as_of
+    return question_as_of(question)
 
 
 def run_legs(

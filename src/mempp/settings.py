@@ -33,6 +33,8 @@ class Settings:
     stem once however many question words reduce to it. ``thread_weight`` (0 = off) is the
     share of its fused score a row lends to the next row of its thread, ``thread_weight ** 2``
     to the one after, up to ``thread_depth`` rows (see ``mempp.fusion.add_thread_context``).
+    ``as_of_in_question`` (opt-in) lets an "as of <date>" phrase in the question set the as-of
+    bound when the caller passes none (see ``mempp.query.question_as_of``).
     """
 
     w_lex: float = 1.0
@@ -49,6 +51,7 @@ class Settings:
     w_date: float = 0.0
     phrases: bool = False
     unique_stems: bool = False
+    as_of_in_question: bool = False
     thread_weight: float = 0.0
     thread_depth: int = 2
 
@@ -74,7 +77,7 @@ class Settings:
             )
         if self.stop_words not in ("short", "english"):
             raise InvalidInput(f"stop_words must be 'short' or 'english', got {self.stop_words!r}")
-        for flag in ("phrases", "unique_stems"):
+        for flag in ("phrases", "unique_stems", "as_of_in_question"):
             if not isinstance(getattr(self, flag), bool):
                 raise InvalidInput(f"{flag} must be true or false, got {getattr(self, flag)!r}")
         if not isinstance(self.gamma, int | float) or self.gamma <= 0:
