@@ -52,8 +52,9 @@ the engines agree on plain words, but their analysers differ:
 * phrases (``Settings.phrases``): FTS5 scores a two-word phrase only where the words stand
   side by side in the question's order; PostgreSQL's ``ts_rank_cd`` ranks a ``<->`` phrase
   like its words close together, in either order.
-* one term per stem (``Settings.unique_stems``): each engine groups terms by its own
-  stemmer (porter vs Snowball), so the kept terms may differ where the stemmers do.
+* one term per stem (``Settings.unique_stems``): SQLite keeps the first term of each FTS5
+  stem (porter); PostgreSQL needs no step, since ``ts_rank_cd`` already counts a lexeme the
+  query repeats once (Snowball stems, so the groups differ where the stemmers do).
 * size: a PostgreSQL ``tsvector`` holds at most 1 MB, so for a document of more than roughly
   100,000 distinct words PostgreSQL indexes the longest prefix that fits (halving until it
   does) and a word only in the rest is not found; FTS5 indexes everything. The text itself is

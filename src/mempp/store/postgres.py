@@ -512,7 +512,6 @@ class PostgresStore:
     def __init__(self, url: str) -> None:
         psycopg, psycopg_pool, pgvector_psycopg = _import_driver()
         self._psycopg = psycopg
-        self._tsquery_cache: dict[tuple[str, str], str] = {}
         self._pool_errors = (psycopg_pool.PoolTimeout, psycopg_pool.PoolClosed)
         self.location = mask_url(url)
         kwargs = self._connect_kwargs(url)
@@ -809,9 +808,8 @@ class PostgresStore:
             ]
         if not terms or limit <= 0:
             return []
-        if query.unique_stems:
-            terms = self._one_per_lexeme(terms, "plainto_tsquery")
-            phrases = self._one_per_lexeme(phrases, "phraseto_tsquery")
+        # ``query.unique_stems`` needs nothing here: ts_rank_cd already counts a lexeme the
+        # query repeats once (tested in the conformance suite).
         sql = self._psycopg.sql
         joiner = sql.SQL(" && " if query.mode == "conjunctive" else " || ")
         # The SQL text depends only on the counts; every term is a bound parameter.
@@ -839,28 +837,6 @@ class PostgresStore:
         params.append(limit)
         with self._connection() as conn:
             return [row[0] for row in conn.execute(statement, params)]
-
-    def _one_per_lexeme(self, items: list[str], function: str) -> list[str]:
-        """Keep the first item of each distinct tsquery (same lexemes, same order)."""
-        cache = self._tsquery_cache
-        if len(cache) > 50_000:  # bounded; cleared before use, never during
-            cache.clear()
-        missing = [item for item in dict.fromkeys(items) if (function, item) not in cache]
-        if missing:
-            with self._connection() as conn:
-                rows = conn.execute(
-                    f"SELECT t, {function}('english', t)::text FROM unnest(%s::text[]) AS t",
-                    (missing,),
-                ).fetchall()
-            cache.update(((function, item), text) for item, text in rows)
-        seen: set[str] = set()
-        kept = []
-        for item in items:
-            key = cache.get((function, item), item)
-            if key not in seen:
-                seen.add(key)
-                kept.append(item)
-        return kept
 
     def tagged(self, scope: str, labels: Sequence[str], as_of: int | None, limit: int) -> list[int]:
         if not labels or limit <= 0:
