@@ -16,12 +16,12 @@ import numpy as np
 import psycopg
 import pytest
 
-from mempp import EncoderMismatch, Memory, MemppError, StoreError
+from mempp import EncoderMismatch, InvalidInput, Memory, MemppError, StoreError
 from mempp.cli import main
 from mempp.dates import parse_as_of
 from mempp.records import Document
 from mempp.store import open_store
-from mempp.store.postgres import MIGRATIONS, PostgresStore, mask_url
+from mempp.store.postgres import MIGRATIONS, PostgresStore, mask_url, prepare_threshold_from_env
 
 import engines
 from conftest import KeywordEmbedder
@@ -380,3 +380,30 @@ def test_cli_over_postgres_matches_a_file(pg_url: str, tmp_path: Path, capsys) -
         assert file_run == server_run, command
     assert outputs["postgres"][2][0] == 3  # the broken line is reported, the rest stored
     assert outputs["postgres"][3][1]["added"] == 0  # type: ignore[index]
+
+
+@pytest.mark.parametrize(("setting", "prepared"), [(None, True), ("off", False)])
+def test_prepared_statements_can_be_switched_off_for_pgbouncer(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch, setting: str | None, prepared: bool
+) -> None:
+    if setting is None:
+        monkeypatch.delenv("MEMPP_PG_PREPARE_THRESHOLD", raising=False)
+    else:
+        monkeypatch.setenv("MEMPP_PG_PREPARE_THRESHOLD", setting)
+    with Memory(pg_url, embedder=KeywordEmbedder(["alpha"])) as memory:
+        memory.add("alpha one")
+        for _ in range(8):  # psycopg prepares after 5 runs of a statement by default
+            assert memory.search("alpha")
+        with memory.store._connection() as conn:  # type: ignore[attr-defined]
+            count = conn.execute("SELECT count(*) FROM pg_prepared_statements").fetchone()[0]
+    assert (count > 0) is prepared
+
+
+def test_a_bad_prepare_threshold_is_refused_before_connecting(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("MEMPP_PG_PREPARE_THRESHOLD", "sometimes")
+    with pytest.raises(InvalidInput, match="MEMPP_PG_PREPARE_THRESHOLD"):
+        PostgresStore("postgresql://nobody@127.0.0.1:9/none")
+    assert prepare_threshold_from_env({"MEMPP_PG_PREPARE_THRESHOLD": "0"}) == 0
+    assert prepare_threshold_from_env({}) == 5

@@ -47,6 +47,7 @@ without the ``postgres`` extra and says how to install it when a URL asks for th
 from __future__ import annotations
 
 import json
+import os
 import urllib.parse
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -90,6 +91,11 @@ _LOCK_CLASS_WRITE = 0x6D656D71
 POOL_MIN_SIZE = 1
 POOL_MAX_SIZE = 8
 CONNECT_TIMEOUT_S = 10
+# psycopg prepares a statement server-side after it ran this many times on a connection
+# (its default). Behind PgBouncer in transaction mode (before 1.21, or without
+# max_prepared_statements) prepared statements break: set MEMPP_PG_PREPARE_THRESHOLD=off.
+ENV_PREPARE_THRESHOLD = "MEMPP_PG_PREPARE_THRESHOLD"
+DEFAULT_PREPARE_THRESHOLD = 5
 # pgvector's HNSW index handles at most 2000 dimensions of ``vector``; wider encoders are
 # searched by exact scan only.
 HNSW_MAX_DIM = 2000
@@ -387,6 +393,23 @@ def _import_driver() -> tuple[Any, Any, Any]:
     return psycopg, psycopg_pool, pgvector.psycopg
 
 
+def prepare_threshold_from_env(env: Mapping[str, str] | None = None) -> int | None:
+    """``MEMPP_PG_PREPARE_THRESHOLD``: a count (0 prepares at once), or ``off`` for never
+    (PgBouncer in transaction mode); unset means psycopg's default of 5."""
+    raw = (os.environ if env is None else env).get(ENV_PREPARE_THRESHOLD, "").strip().lower()
+    if not raw:
+        return DEFAULT_PREPARE_THRESHOLD
+    if raw in ("off", "none", "never"):
+        return None
+    try:
+        value = int(raw)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise InvalidInput(f"{ENV_PREPARE_THRESHOLD} must be a count >= 0 or 'off', got {raw!r}")
+    return value
+
+
 def mask_url(url: str) -> str:
     """The URL with any password (in the authority or the query string) replaced by ***."""
     try:
@@ -511,6 +534,7 @@ class PostgresStore:
 
     def __init__(self, url: str) -> None:
         psycopg, psycopg_pool, pgvector_psycopg = _import_driver()
+        prepare_threshold = prepare_threshold_from_env()  # a bad value fails before connecting
         self._psycopg = psycopg
         self._pool_errors = (psycopg_pool.PoolTimeout, psycopg_pool.PoolClosed)
         self.location = mask_url(url)
@@ -533,6 +557,7 @@ class PostgresStore:
         def configure(conn: psycopg.Connection[Any]) -> None:
             # The type oid is known; registering from it needs no query per connection.
             register_info(conn, vector_info)
+            conn.prepare_threshold = prepare_threshold
 
         self._pool: psycopg_pool.ConnectionPool[Any] = psycopg_pool.ConnectionPool(
             url,
