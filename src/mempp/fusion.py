@@ -39,8 +39,18 @@ def rrf(
                 continue
             row_ranks[leg] = position + 1
             scores[row] = scores.get(row, 0.0) + weight / (gamma + position)
+    return _ranked(scores, ranks)
+
+
+def _ranked(scores: Mapping[int, float], ranks: Mapping[int, dict[str, int]]) -> list[Fused]:
+    """Rows by score, ties to the newer ingest (larger id)."""
     order = sorted(scores, key=lambda row: (-scores[row], -row))
     return [Fused(row, scores[row], ranks[row]) for row in order]
+
+
+def _editable(fused: Sequence[Fused]) -> tuple[dict[int, float], dict[int, dict[str, int]]]:
+    """Copies of the fused scores and leg ranks, for a stage that adds to them."""
+    return {f.id: f.score for f in fused}, {f.id: dict(f.leg_ranks) for f in fused}
 
 
 DATE = "date"
@@ -61,13 +71,11 @@ def add_date_leg(
     wanted = set(dated)
     found = [f.id for f in fused if f.id in wanted]
     rest = sorted(wanted.difference(found), reverse=True)
-    scores = {f.id: f.score for f in fused}
-    ranks = {f.id: dict(f.leg_ranks) for f in fused}
+    scores, ranks = _editable(fused)
     for position, row in enumerate((found + rest)[:limit]):
         scores[row] = scores.get(row, 0.0) + weight / (gamma + position)
         ranks.setdefault(row, {})[DATE] = position + 1
-    order = sorted(scores, key=lambda row: (-scores[row], -row))
-    return [Fused(row, scores[row], ranks[row]) for row in order]
+    return _ranked(scores, ranks)
 
 
 THREAD = "thread"  # pseudo-leg name: the row was lifted by an earlier row of its thread
@@ -86,8 +94,7 @@ def add_thread_context(
     """
     if weight <= 0 or not followers:
         return list(fused)
-    scores = {f.id: f.score for f in fused}
-    ranks = {f.id: dict(f.leg_ranks) for f in fused}
+    scores, ranks = _editable(fused)
     best: dict[int, tuple[float, int]] = {}
     for position, row in enumerate(fused, start=1):
         share = row.score
@@ -98,8 +105,7 @@ def add_thread_context(
                 best[follower] = (share, position)
     for follower, (_, position) in best.items():
         ranks.setdefault(follower, {})[THREAD] = position
-    order = sorted(scores, key=lambda row: (-scores[row], -row))
-    return [Fused(row, scores[row], ranks[row]) for row in order]
+    return _ranked(scores, ranks)
 
 
 @dataclass(frozen=True, slots=True)

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from mempp.bench.ablations import ScopeView
 from mempp.bench.datasets import Benchmark, Question
-from mempp.bench.systems import System
+from mempp.bench.systems import PACKED, System
 from mempp.errors import InvalidInput, MemppError
 
 if TYPE_CHECKING:  # the LLM modules load only when an endpoint is configured
@@ -45,7 +45,7 @@ CACHE_FILE = "llm-cache.sqlite"
 DEFAULT_JUDGE_RUNS = 3
 DEFAULT_CONCURRENCY = 4
 # The packed variant is answered too: whether excerpts help the answer is what decides it.
-DEFAULT_ANSWER_SYSTEMS = ("mempp-paper", "mempp-default", "mempp-default-packed")
+DEFAULT_ANSWER_SYSTEMS = ("mempp-paper", "mempp-default", PACKED)
 # Consecutive "endpoint unavailable" failures (each already retried by the client) after which
 # the remaining questions are not attempted: the endpoint is down, not one prompt unlucky.
 UNAVAILABLE_LIMIT = 5

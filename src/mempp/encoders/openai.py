@@ -23,6 +23,8 @@ from typing import Any
 import numpy as np
 
 from mempp.errors import InvalidInput
+from mempp.llm import ENV_API_KEY as LLM_API_KEY
+from mempp.llm import ENV_BASE_URL as LLM_BASE_URL
 from mempp.llm import LLMClient, LLMConfig, LLMReplyError, LLMUnavailable
 
 ENV_BASE_URL = "MEMPP_EMBED_BASE_URL"
@@ -83,8 +85,8 @@ class OpenAIEmbedder:
         env = os.environ if env is None else env
         values: dict[str, Any] = {
             "model": env.get(ENV_MODEL),
-            "base_url": env.get(ENV_BASE_URL) or env.get("MEMPP_LLM_BASE_URL"),
-            "api_key": env.get(ENV_API_KEY) or env.get("MEMPP_LLM_API_KEY"),
+            "base_url": env.get(ENV_BASE_URL) or env.get(LLM_BASE_URL),
+            "api_key": env.get(ENV_API_KEY) or env.get(LLM_API_KEY),
         }
         if env.get(ENV_DIMENSIONS):
             try:
@@ -96,7 +98,7 @@ class OpenAIEmbedder:
             raise LLMUnavailable(f"no embedding model configured: set {ENV_MODEL} or pass model")
         if not values.get("base_url"):
             raise LLMUnavailable(
-                f"no embeddings endpoint configured: set {ENV_BASE_URL} (or MEMPP_LLM_BASE_URL)"
+                f"no embeddings endpoint configured: set {ENV_BASE_URL} (or {LLM_BASE_URL})"
             )
         return cls(**values)
 
