@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from datetime import date
 from pathlib import Path
 
 import pytest
 
-from mempp import Memory, PackingOptions
+from mempp import Memory, PackingOptions, Settings
 from mempp.answer import (
     CONTEXT_CHARS,
     EMPTY_CONTEXT,
@@ -99,6 +100,21 @@ def test_ask_as_of_limits_evidence_and_says_so(memory, launch_ids, server, llm):
     user = server.requests[0].messages[1]["content"]
     assert "as of 2024-01-31" in user
     assert "Monday 15 April" not in user
+
+
+def test_ask_tells_the_model_the_as_of_read_from_the_question(memory, launch_ids, server, llm):
+    first, _second, third = launch_ids
+    server.reply_json({"answer": "Friday 1 March.", "citations": [first]})
+    reading = Settings(as_of_in_question=True)
+    answer = ask(memory, "When was the launch as of January 2024?", llm=llm, settings=reading)
+    assert set(answer.evidence) == {first, third}
+    assert answer.as_of == "2024-01-31"  # a month names its last day
+    assert "as of 2024-01-31" in server.requests[0].messages[1]["content"]
+    assert memory.effective_as_of("launch as of January 2024", settings=reading) == date(
+        2024, 1, 31
+    )
+    assert memory.effective_as_of("launch as of January 2024") is None  # off by default
+    assert memory.effective_as_of("x as of 2024-01-02", as_of="2024-05-01") == "2024-05-01"
 
 
 def test_ask_with_empty_memory_makes_no_call(memory, server, llm):

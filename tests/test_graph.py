@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from mempp import InvalidInput, Memory, StoreError
+from mempp import InvalidInput, Memory, Settings, StoreError
 from mempp.evidence import FACTS_HEADING, RelatedFact
 from mempp.graph import (
     MAX_FACTS,
@@ -313,6 +313,15 @@ def test_graph_evidence_honours_as_of_and_budget(memory, server, llm, launch_gra
     server.reply_json({"entities": ["Helix"]})
     full = memory.evidence("Helix launch", budget=40, graph=GraphOptions(llm))
     assert full.facts == () and FACTS_HEADING not in full.text and len(full.text) <= 40
+
+
+def test_graph_facts_obey_an_as_of_read_from_the_question(memory, server, llm, launch_graph):
+    server.reply_json({"entities": ["Helix"]})
+    reading = Settings(as_of_in_question=True)
+    evidence = memory.evidence(
+        "Helix launch as of March 1, 2024", settings=reading, graph=GraphOptions(llm)
+    )
+    assert "June" not in evidence.text and "- Helix | launches in | April" in evidence.text
 
 
 def test_without_graph_nothing_changes_and_no_call_is_made(memory, server, llm, launch_graph):

@@ -142,7 +142,7 @@ def ask(
         question, as_of=as_of, k=k, budget=budget, settings=settings, packing=packing
     )
     shown = [row.id for row in evidence.rows]
-    as_of_text = _date_text(as_of)
+    as_of_text = _date_text(memory.effective_as_of(question, as_of=as_of, settings=settings))
     if not shown:
         return Answer(NOT_IN_MEMORY, [], [], as_of=as_of_text)
     if llm is None:

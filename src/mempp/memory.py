@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from mempp.dates import parse_as_of
+from mempp.dates import key_to_datetime, parse_as_of
 from mempp.encoders import Embedder, default_embedder
 from mempp.errors import EncoderMismatch, InvalidInput, RecordNotFound
 from mempp.evidence import Evidence, EvidenceStyle, append_facts, render_evidence
@@ -178,6 +178,19 @@ class Memory:
         chosen = fuse_and_select(self._store, self.scope, legs, bound, config, k)
         return to_hits(self._store, self.scope, chosen)
 
+    def effective_as_of(
+        self, query: str, *, as_of: DateLike = None, settings: Settings | str | None = None
+    ) -> DateLike:
+        """The as-of bound a search of ``query`` applies: ``as_of`` itself when given; else,
+        under settings with ``as_of_in_question``, the last day its "as of <date>" phrase
+        covers (a month names its last day); else ``None``. The answer prompt and the graph
+        facts use this, so they see the same bound as the search."""
+        if as_of is not None:
+            return as_of
+        config = self.settings if settings is None else _resolve_settings(settings)
+        bound = scope_bound(_clean_query(query), None, config)
+        return None if bound is None else key_to_datetime(bound).date()
+
     def legs(self, question: str, *, as_of: int | None, settings: Settings) -> LegLists:
         """Run the three legs alone (used by ``search`` and by the benchmarks)."""
         vector = self._query_vector(question) if settings.w_vec > 0 else None
@@ -223,7 +236,8 @@ class Memory:
             return evidence
         from mempp.graph import facts_for_evidence
 
-        facts = facts_for_evidence(self, _clean_query(query), graph, as_of)
+        bound = self.effective_as_of(query, as_of=as_of, settings=settings)
+        facts = facts_for_evidence(self, _clean_query(query), graph, bound)
         return append_facts(evidence, facts, budget=budget)
 
     def ask(
