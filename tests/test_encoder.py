@@ -14,10 +14,12 @@ import random
 import sys
 import threading
 import warnings
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
 import pytest
+from threadpoolctl import threadpool_info
 
 from mempp.encoders import Embedder
 from mempp.encoders.minilm import EncoderUnavailable, MiniLMEmbedder
@@ -129,6 +131,25 @@ def test_concurrent_calls(embedder: MiniLMEmbedder) -> None:
     for i, got in results.items():
         assert np.allclose(got, np.roll(expected, -i, axis=0), atol=1e-5)
     assert len(results) == 4
+
+
+def _blas_threads() -> list[int]:
+    return [pool["num_threads"] for pool in threadpool_info() if pool["user_api"] == "blas"]
+
+
+def test_batches_on_worker_threads_equal_one_thread_and_restore_blas() -> None:
+    texts = _mixed_texts(40)
+    before = _blas_threads()
+    serial = MiniLMEmbedder(batch_size=3, workers=1).embed(texts)
+    parallel = MiniLMEmbedder(batch_size=3, workers=3)
+    assert np.allclose(parallel.embed(texts), serial, atol=1e-5)
+    # Overlapping calls share one BLAS limit; the last to leave restores the original.
+    with ThreadPoolExecutor(4) as pool:
+        results = list(pool.map(parallel.embed, [texts] * 4))
+    assert all(np.allclose(got, serial, atol=1e-5) for got in results)
+    assert _blas_threads() == before
+    with pytest.raises(ValueError, match="workers must be positive"):
+        MiniLMEmbedder(workers=0)
 
 
 def _huge(kind: str) -> str:

@@ -10,13 +10,18 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
 import re
-from collections.abc import Sequence
+import threading
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 from safetensors.numpy import load_file
+from threadpoolctl import threadpool_limits
 from tokenizers import Encoding, Tokenizer
 
 from mempp.errors import MemppError
@@ -206,12 +211,52 @@ def _load_layers(weights: dict[str, np.ndarray], n_layers: int) -> list[_Layer]:
     return layers
 
 
+def _cores() -> int:
+    """Cores this process may run on (a container's CPU set, not the host's count)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+_blas_lock = threading.Lock()
+_blas_users = 0
+_blas_limit: threadpool_limits | None = None
+
+
+@contextmanager
+def _one_blas_thread() -> Iterator[None]:
+    """BLAS on one thread while any caller is inside, restored when the last one leaves.
+
+    The limit is process-wide, so concurrent ``embed`` calls share one: with a context each,
+    their exits could interleave and leave BLAS stuck on one thread.
+    """
+    global _blas_users, _blas_limit
+    with _blas_lock:
+        if _blas_users == 0:
+            _blas_limit = threadpool_limits(limits=1, user_api="blas")
+        _blas_users += 1
+    try:
+        yield
+    finally:
+        with _blas_lock:
+            _blas_users -= 1
+            if _blas_users == 0 and _blas_limit is not None:
+                _blas_limit.restore_original_limits()
+                _blas_limit = None
+
+
 class MiniLMEmbedder:
     """sentence-transformers/all-MiniLM-L6-v2 with inputs cut at ``max_tokens`` word pieces.
 
     Vectors match sentence-transformers (``max_seq_length=256``, ``normalize_embeddings=True``)
     to a cosine of about 0.99999. ``embed`` may be called from several threads at once: the
     model is read-only after construction.
+
+    A call that spans several batches runs them on ``workers`` threads (default: the cores this
+    process may use, at most 8), each with a single-threaded BLAS. Splitting batches keeps
+    every core busy through attention, GELU and LayerNorm as well as the matrix products,
+    where one multi-threaded BLAS leaves the other cores waiting (measured 1.26x on 2 cores).
     """
 
     def __init__(
@@ -220,6 +265,7 @@ class MiniLMEmbedder:
         *,
         max_tokens: int = 256,
         batch_size: int = 32,
+        workers: int | None = None,
     ) -> None:
         directory = _default_model_dir() if model_dir is None else Path(model_dir)
         missing = [f for f in _MODEL_FILES if not (directory / f).is_file()]
@@ -237,8 +283,13 @@ class MiniLMEmbedder:
             raise ValueError(f"max_tokens must be between 2 and {max_positions}, not {max_tokens}")
         if batch_size < 1:
             raise ValueError(f"batch_size must be positive, not {batch_size}")
+        if workers is None:
+            workers = min(_cores(), 8)
+        if workers < 1:
+            raise ValueError(f"workers must be positive, not {workers}")
         self._max_tokens = max_tokens
         self._batch_size = batch_size
+        self._workers = workers
 
         self._tokenizer = Tokenizer.from_file(str(directory / "tokenizer.json"))
         # The file pads every input to 128 pieces and cuts there; we pad per batch instead.
@@ -273,17 +324,33 @@ class MiniLMEmbedder:
             return out
         ids = [enc.ids for enc in self._encode(texts)]
         lengths = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
+        batches = self._batches(lengths)
+
+        def forward(members: np.ndarray) -> np.ndarray:
+            return self._forward([ids[i] for i in members], lengths[members])
+
+        if len(batches) == 1 or self._workers == 1:
+            for members in batches:
+                out[members] = forward(members)
+            return out
+        with _one_blas_thread(), ThreadPoolExecutor(self._workers) as pool:
+            for members, vectors in zip(batches, pool.map(forward, batches), strict=True):
+                out[members] = vectors
+        return out
+
+    def _batches(self, lengths: np.ndarray) -> list[np.ndarray]:
+        """Input positions grouped by similar length, each group within the token budget."""
         order = np.argsort(lengths, kind="stable")
+        batches = []
         start = 0
         while start < len(order):
             # Sorted by length, so the last member of a batch sets its padded length.
             stop = min(start + self._batch_size, len(order))
             while stop - start > 1 and (stop - start) * lengths[order[stop - 1]] > _TOKEN_BUDGET:
                 stop -= 1
-            members = order[start:stop]
-            out[members] = self._forward([ids[i] for i in members], lengths[members])
+            batches.append(order[start:stop])
             start = stop
-        return out
+        return batches
 
     def _encode(self, texts: Sequence[str]) -> list[Encoding]:
         """Tokenize, reading only as much of each long text as the cut at max_tokens needs."""
