@@ -67,6 +67,7 @@ import hashlib
 import multiprocessing
 import random
 import sqlite3
+import time
 from collections.abc import Sequence
 from multiprocessing.queues import Queue
 from multiprocessing.synchronize import Barrier
@@ -74,10 +75,11 @@ from multiprocessing.synchronize import Barrier
 import numpy as np
 import pytest
 
-from mempp import EncoderMismatch, InvalidInput, Memory, Settings, preset
+from mempp import EncoderMismatch, InvalidInput, Memory, Settings, StoreError, preset
 from mempp.dates import parse_as_of
 from mempp.query import LexicalQuery, date_spans
 from mempp.records import Hit
+from mempp.store import open_store
 
 import engines
 from conftest import KeywordEmbedder
@@ -296,6 +298,31 @@ def test_encoder_identity_is_enforced(engine_location: str) -> None:
             other.add("beta")
         with pytest.raises(EncoderMismatch):
             other.search("beta")
+
+
+def test_gather_keeps_order_and_raises_only_when_no_call_runs(engine_location: str) -> None:
+    store = open_store(engine_location)
+    started: list[str] = []
+    finished: list[str] = []
+
+    def slow() -> int:
+        started.append("slow")
+        time.sleep(0.2)
+        finished.append("slow")
+        return 0
+
+    def fail() -> int:
+        raise StoreError("boom")
+
+    try:
+        assert store.gather([]) == []
+        assert store.gather([lambda: 1, lambda: "two", lambda: [3]]) == [1, "two", [3]]
+        for calls in ([fail, slow], [slow, fail]):
+            with pytest.raises(StoreError, match="boom"):
+                store.gather(calls)
+            assert started == finished
+    finally:
+        store.close()
 
 
 def test_persistence_across_reopen(engine_location: str) -> None:

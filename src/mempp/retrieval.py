@@ -8,6 +8,7 @@ The read path never looks at ``superseded_by``: a superseded row competes like a
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -51,24 +52,29 @@ def run_legs(
     as_of: int | None,
     settings: Settings,
 ) -> LegLists:
-    """Each leg returns at most ``C`` in-scope rows. A leg of weight 0 is not queried."""
+    """Each leg returns at most ``C`` in-scope rows. A leg of weight 0 is not queried. The
+    legs are independent lookups, run together where the engine gains from it."""
     limit = settings.candidates
-    lex = tag = vec = []
+    calls: dict[str, Callable[[], list[int]]] = {}
     if settings.w_lex > 0:
-        lex = store.lexical(scope, lexical_query(question, settings), as_of, limit)
+        terms = lexical_query(question, settings)
+        calls["lex"] = lambda: store.lexical(scope, terms, as_of, limit)
     if settings.w_tag > 0:
-        tag = store.tagged(scope, tag_labels(question, settings), as_of, limit)
+        labels = tag_labels(question, settings)
+        calls["tag"] = lambda: store.tagged(scope, labels, as_of, limit)
     if settings.w_vec > 0 and query_vector is not None:
-        vec = store.nearest(scope, query_vector, as_of, limit)
-    dated: list[int] = []
+        calls["vec"] = lambda: store.nearest(scope, query_vector, as_of, limit)
     spans = date_spans(question) if settings.w_date > 0 else ()
+    if spans:
+        calls["dated"] = lambda: store.dated_within(scope, spans, as_of, limit)
+    found = dict(zip(calls, store.gather(list(calls.values())), strict=True))
+    lex, tag, vec = (found.get(leg, []) for leg in ("lex", "tag", "vec"))
+    dated: list[int] = []
     if spans:
         # The legs' own candidates dated in the spans, then the newest other such rows.
         matched = {*lex, *tag, *vec}
         dated = store.dated_within(scope, spans, as_of, len(matched), among=matched)
-        dated += [
-            row for row in store.dated_within(scope, spans, as_of, limit) if row not in matched
-        ]
+        dated += [row for row in found["dated"] if row not in matched]
     return LegLists(lex, tag, vec, dated)
 
 

@@ -9,9 +9,9 @@ eligible rows. Ties in every ranking go to the newer ingest (larger id).
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 import numpy as np
 
@@ -19,12 +19,20 @@ from mempp.errors import InvalidInput, StoreError
 from mempp.query import LexicalQuery
 from mempp.records import AddResult, Document, Record, State
 
+T = TypeVar("T")
+
 
 class Store(Protocol):
     #: Where the data lives, for messages (a path or a URL without password).
     location: str
 
     def close(self) -> None: ...
+
+    def gather(self, calls: Sequence[Callable[[], T]]) -> list[T]:
+        """Results of independent read calls on this store, in order. An engine whose calls
+        wait on a server runs them at once; one whose calls share a connection, in turn.
+        When a call raises, the error reaches the caller once no call is left running."""
+        ...
 
     # -- encoder identity -------------------------------------------------------------
     def encoder(self) -> tuple[str, int] | None:

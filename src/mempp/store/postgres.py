@@ -48,11 +48,13 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 import urllib.parse
-from collections.abc import Collection, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from contextlib import contextmanager
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
@@ -80,6 +82,8 @@ from mempp.store.migrations import Migration, newest, pending
 if TYPE_CHECKING:
     import psycopg
     import psycopg_pool
+
+T = TypeVar("T")
 
 INSTALL_HINT = "pip install 'mempp[postgres]'"
 
@@ -576,6 +580,9 @@ class PostgresStore:
         # Once bound, the encoder of a database never changes: cache it, saving a round
         # trip per search (Memory checks the encoder before every query).
         self._bound: tuple[str, int] | None = None
+        # Threads for gather(), started on first use: one per pooled connection.
+        self._readers: ThreadPoolExecutor | None = None
+        self._readers_lock = threading.Lock()
 
     # -- plumbing ---------------------------------------------------------------------
     def _connect_kwargs(self, url: str) -> dict[str, Any]:
@@ -656,7 +663,27 @@ class PostgresStore:
                 )
 
     def close(self) -> None:
+        with self._readers_lock:
+            readers, self._readers = self._readers, None
+        if readers is not None:
+            readers.shutdown(wait=True)
         self._pool.close()
+
+    def gather(self, calls: Sequence[Callable[[], T]]) -> list[T]:
+        # Each call holds its own pooled connection, so the server works on the legs of one
+        # search at once (on as many cores as it has) instead of one after another.
+        if len(calls) < 2:
+            return [call() for call in calls]
+        with self._readers_lock:
+            if self._readers is None:
+                self._readers = ThreadPoolExecutor(POOL_MAX_SIZE, thread_name_prefix="mempp-pg")
+            readers = self._readers
+        futures: list[Future[T]] = [readers.submit(call) for call in calls[1:]]
+        try:
+            first = calls[0]()
+        finally:
+            wait(futures)  # never leave a call running behind the caller's back
+        return [first, *(future.result() for future in futures)]
 
     def __repr__(self) -> str:
         return f"PostgresStore({self.location!r})"

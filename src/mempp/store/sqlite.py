@@ -16,12 +16,12 @@ import json
 import os
 import sqlite3
 import threading
-from collections.abc import Collection, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -47,6 +47,8 @@ from mempp.store.base import (
 )
 from mempp.store.migrations import Migration, newest, pending
 from mempp.vectors import ExactVectorIndex
+
+T = TypeVar("T")
 
 BUSY_TIMEOUT_S = 60.0
 FTS_TOKENIZE = "porter unicode61 remove_diacritics 2"
@@ -372,6 +374,10 @@ class SQLiteStore:
     def close(self) -> None:
         with self._lock:
             self._conn.close()
+
+    def gather(self, calls: Sequence[Callable[[], T]]) -> list[T]:
+        # One connection behind one lock: threads would only queue for it.
+        return [call() for call in calls]
 
     def schema_version(self) -> int:
         with self._lock:
