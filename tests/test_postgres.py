@@ -315,6 +315,29 @@ def test_one_store_serves_many_threads(pg_url: str) -> None:
         assert len(memory) == 121
 
 
+def test_gather_runs_calls_in_turn_when_the_spare_connections_are_taken(pg_url: str) -> None:
+    store = open_store(pg_url)
+    try:
+        caller = threading.current_thread().name
+        where = lambda: threading.current_thread().name  # noqa: E731
+        names = store.gather([where, where, where])
+        assert names[0] == caller and caller not in names[1:]  # legs at once
+        taken = 0
+        while store._spare_connections.acquire(blocking=False):  # other searches hold them
+            taken += 1
+        assert taken >= 2
+        try:
+            assert store.gather([where, where, where]) == [caller] * 3
+            assert store.gather([lambda: 1, lambda: 2]) == [1, 2]
+        finally:
+            for _ in range(taken):
+                store._spare_connections.release()
+        names = store.gather([where, where])
+        assert names[1] != caller  # the spare connections are back
+    finally:
+        store.close()
+
+
 # -- the command line over PostgreSQL behaves exactly as over a file ----------------------
 
 

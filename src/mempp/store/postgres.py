@@ -580,9 +580,11 @@ class PostgresStore:
         # Once bound, the encoder of a database never changes: cache it, saving a round
         # trip per search (Memory checks the encoder before every query).
         self._bound: tuple[str, int] | None = None
-        # Threads for gather(), started on first use: one per pooled connection.
+        # Threads for gather(), started on first use. At most half the pool's connections go
+        # to calls run on them, so callers always find connections of their own.
         self._readers: ThreadPoolExecutor | None = None
         self._readers_lock = threading.Lock()
+        self._spare_connections = threading.BoundedSemaphore(POOL_MAX_SIZE // 2)
 
     # -- plumbing ---------------------------------------------------------------------
     def _connect_kwargs(self, url: str) -> dict[str, Any]:
@@ -671,19 +673,36 @@ class PostgresStore:
 
     def gather(self, calls: Sequence[Callable[[], T]]) -> list[T]:
         # Each call holds its own pooled connection, so the server works on the legs of one
-        # search at once (on as many cores as it has) instead of one after another.
+        # search at once (on as many cores as it has) instead of one after another. When
+        # other searches hold the spare connections, the rest run in turn in this thread:
+        # under load, parallel legs would only queue for connections.
         if len(calls) < 2:
             return [call() for call in calls]
         with self._readers_lock:
             if self._readers is None:
                 self._readers = ThreadPoolExecutor(POOL_MAX_SIZE, thread_name_prefix="mempp-pg")
             readers = self._readers
-        futures: list[Future[T]] = [readers.submit(call) for call in calls[1:]]
+        elsewhere: dict[int, Future[T]] = {}
+        for index, call in enumerate(calls[1:], start=1):
+            if not self._spare_connections.acquire(blocking=False):
+                break
+            elsewhere[index] = readers.submit(self._on_spare_connection, call)
+        results: list[T | None] = [None] * len(calls)
         try:
-            first = calls[0]()
+            for index, call in enumerate(calls):
+                if index not in elsewhere:
+                    results[index] = call()
         finally:
-            wait(futures)  # never leave a call running behind the caller's back
-        return [first, *(future.result() for future in futures)]
+            wait(elsewhere.values())  # never leave a call running behind the caller's back
+        for index, future in elsewhere.items():
+            results[index] = future.result()
+        return results  # type: ignore[return-value]
+
+    def _on_spare_connection(self, call: Callable[[], T]) -> T:
+        try:
+            return call()
+        finally:
+            self._spare_connections.release()
 
     def __repr__(self) -> str:
         return f"PostgresStore({self.location!r})"
