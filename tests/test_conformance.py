@@ -364,25 +364,76 @@ LEXICAL_DOCS = (
         ("what is the vendor contract?", "disjunctive", {1, 2, 3}),
     ],
 )
+@pytest.mark.parametrize("rank", ["cover_density", "bm25"])
 def test_lexical_match_sets_agree(
-    engine_location: str, question: str, mode: str, expected: set[int]
+    engine_location: str, question: str, mode: str, expected: set[int], rank: str
 ) -> None:
     with open_memory(engine_location) as memory:
         memory.add_many(LEXICAL_DOCS)
-        settings = LEX.with_(lexical_mode=mode)
+        settings = LEX.with_(lexical_mode=mode, lexical_rank=rank)
         assert set(ids(memory.search(question, settings=settings))) == expected
 
 
-def test_lexical_ties_and_term_frequency_agree(engine_location: str) -> None:
+@pytest.mark.parametrize("rank", ["cover_density", "bm25"])
+def test_lexical_ties_and_term_frequency_agree(engine_location: str, rank: str) -> None:
     with open_memory(engine_location) as memory:
         once_old = memory.add("vendor alpha beta").id
         twice = memory.add("vendor vendor beta").id
         once_new = memory.add("gamma vendor beta").id
         # Same length: more occurrences first, equal evidence newest first, in both engines.
-        assert ids(memory.search("vendor", settings=LEX)) == [twice, once_new, once_old]
+        settings = LEX.with_(lexical_rank=rank)
+        assert ids(memory.search("vendor", settings=settings)) == [twice, once_new, once_old]
 
 
-def test_lexical_scope_and_as_of_apply_before_ranking(engine_location: str) -> None:
+BM25 = LEX.with_(lexical_rank="bm25", stop_words="english", max_terms=None)
+BM25_DOCS = (
+    "vendor contract signed for the roadmap",  # no PostgreSQL stop word is needed
+    "vendor vendor vendor budget",
+    "contract renewal budget outage invoice roadmap launch",
+    "outage",
+    "invoice contract",
+    "launch budget vendor contract roadmap outage invoice renewal",
+    "renewal",
+)
+
+
+@pytest.mark.parametrize(
+    "question",
+    ["vendor contract", "budget outage launch", "invoice renewal roadmap", "vendor"],
+)
+def test_bm25_ranks_alike_in_both_engines(both_locations: dict[str, str], question: str) -> None:
+    # Rows without stop words, in one scope: the engines count the same lengths, rarities and
+    # frequencies, so BM25 (lengths and rarity matter, unlike ts_rank_cd) orders them alike.
+    rankings = {}
+    for engine, location in both_locations.items():
+        with open_memory(location) as memory:
+            memory.add_many(BM25_DOCS[:-1])
+            memory.search(question, settings=BM25)  # PostgreSQL builds its replica here
+            memory.add(BM25_DOCS[-1])  # and catches up with this row on the next search
+            rankings[engine] = (
+                ids(memory.search(question, settings=BM25)),
+                ids(memory.search(question, settings=BM25.with_(phrases=True))),
+                ids(memory.search(question, settings=BM25.with_(lexical_mode="conjunctive"))),
+            )
+    assert rankings["postgres"] == rankings["sqlite"]
+    plain, _, _ = rankings["sqlite"]
+    if question == "vendor":  # length normalisation: three "vendor" in 4 words beat 1 in 6
+        assert plain[:2] == [2, 1]
+
+
+def test_bm25_counts_a_repeated_stem_unless_unique_stems(engine_location: str) -> None:
+    with open_memory(engine_location) as memory:
+        memory.add_many([f"filler row {i}" for i in range(6)])
+        announced = memory.add("board announced").id
+        vendor = memory.add("board vendor").id  # newer, same length
+        question = "vendor announced announcement"
+        assert ids(memory.search(question, settings=BM25)) == [announced, vendor]
+        once = BM25.with_(unique_stems=True)
+        assert ids(memory.search(question, settings=once)) == [vendor, announced]
+
+
+@pytest.mark.parametrize("rank", ["cover_density", "bm25"])
+def test_lexical_scope_and_as_of_apply_before_ranking(engine_location: str, rank: str) -> None:
     with open_memory(engine_location, scope="other") as other:
         for i in range(10):
             other.add(f"vendor vendor vendor {i}")
@@ -390,9 +441,9 @@ def test_lexical_scope_and_as_of_apply_before_ranking(engine_location: str) -> N
         old = memory.add("vendor note", date="2024-01-01").id
         for i in range(10):
             memory.add(f"vendor vendor vendor {i}", date="2024-06-01")
-        narrow = LEX.with_(candidates=1)
+        narrow = LEX.with_(candidates=1, lexical_rank=rank)
         assert ids(memory.search("vendor", as_of="2024-02-01", settings=narrow)) == [old]
-        assert len(memory.search("vendor", settings=LEX)) == 11
+        assert len(memory.search("vendor", settings=LEX.with_(lexical_rank=rank))) == 11
 
 
 HOSTILE = [

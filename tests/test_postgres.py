@@ -16,7 +16,7 @@ import numpy as np
 import psycopg
 import pytest
 
-from mempp import EncoderMismatch, InvalidInput, Memory, MemppError, StoreError
+from mempp import EncoderMismatch, InvalidInput, Memory, MemppError, Settings, StoreError
 from mempp.cli import main
 from mempp.dates import parse_as_of
 from mempp.records import Document
@@ -313,6 +313,29 @@ def test_one_store_serves_many_threads(pg_url: str) -> None:
             thread.join()
         assert errors == []
         assert len(memory) == 121
+
+
+def test_bm25_replica_follows_other_writers_new_rows_and_states(pg_url: str) -> None:
+    bm25 = Settings(w_tag=0, w_vec=0, reserve=0, lexical_rank="bm25", candidates=2)
+    embedder = KeywordEmbedder(["vendor"])
+    with (
+        Memory(pg_url, embedder=embedder) as reader,
+        Memory(pg_url, embedder=embedder) as writer,
+        Memory(pg_url, scope="other", embedder=embedder) as other,
+    ):
+        # Rows of one length (no PostgreSQL stop word), so ties go to the newer row.
+        strong = [writer.add(f"vendor vendor vendor {w}").id for w in ("alpha", "beta", "gamma")]
+        weak = [writer.add(f"vendor {word} {word}").id for word in ("xray", "yankee")]
+        other.add("vendor vendor vendor vendor")  # another scope never shows up
+        assert [h.id for h in reader.search("vendor", settings=bm25)] == strong[::-1][:2]
+        # Another process adds a row: the reader's next search sees it.
+        newest = writer.add("vendor vendor vendor delta").id
+        assert [h.id for h in reader.search("vendor", settings=bm25)] == [newest, strong[2]]
+        # Another process archives the best rows: the reader skips them at once, and still
+        # fills its C = 2 slots from further down.
+        writer.store.set_state(writer.scope, [newest, *strong], "archived", None)
+        assert [h.id for h in reader.search("vendor", settings=bm25)] == weak[::-1]
+        assert reader.search("vendor", settings=bm25.with_(lexical_mode="conjunctive"))
 
 
 def test_gather_runs_calls_in_turn_when_the_spare_connections_are_taken(pg_url: str) -> None:

@@ -61,6 +61,23 @@ class Bm25Index:
             ]
         return chunks[0]
 
+    def _scores(
+        self, ids: np.ndarray, tf: np.ndarray, matches: int, n_rows: int, avgdl: float
+    ) -> np.ndarray:
+        idf = math.log((n_rows - matches + 0.5) / (matches + 0.5))
+        if idf <= 0.0:
+            idf = 1e-6
+        length = self._doclen[ids]
+        return idf * ((tf * (K1 + 1.0)) / (tf + K1 * (1 - B + B * length / avgdl)))
+
+    def phrase_scores(self, ids: np.ndarray, tf: np.ndarray, matches: int) -> np.ndarray:
+        """BM25 of a phrase occurring ``tf`` times in rows ``ids`` and matching ``matches``
+        rows in all, under this index's row count and lengths (for ``search(extra=)``)."""
+        with self._lock:
+            if self.rows == 0 or len(ids) == 0:
+                return np.zeros(len(ids), dtype=np.float64)
+            return self._scores(ids, tf, matches, self.rows, self.tokens / self.rows)
+
     def search(
         self,
         terms: Sequence[str],
@@ -88,11 +105,7 @@ class Bm25Index:
             for ids, tf in lists:
                 if len(ids) == 0:
                     continue
-                idf = math.log((n_rows - len(ids) + 0.5) / (len(ids) + 0.5))
-                if idf <= 0.0:
-                    idf = 1e-6
-                length = self._doclen[ids]
-                score[ids] += idf * ((tf * (K1 + 1.0)) / (tf + K1 * (1 - B + B * length / avgdl)))
+                score[ids] += self._scores(ids, tf, len(ids), n_rows, avgdl)
                 hits[ids] += 1
             if extra is not None:
                 ids, values = extra

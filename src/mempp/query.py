@@ -46,13 +46,15 @@ class LexicalQuery:
     ``phrases`` (disjunctive mode only) are two-word phrases that add their own BM25 score
     where the two words stand side by side. With ``unique_stems`` the engine keeps the first
     of several terms that its analyser reduces to one stem ("announced", "announcement"), so
-    a stem counts once, as BM25 assumes.
+    a stem counts once, as BM25 assumes. ``ranking`` is ``"bm25"`` or ``"cover_density"``
+    (PostgreSQL's ``ts_rank_cd``; engines without it rank by BM25).
     """
 
     terms: tuple[str, ...]
     mode: str  # "disjunctive" | "conjunctive"
     phrases: tuple[str, ...] = ()
     unique_stems: bool = False
+    ranking: str = "bm25"
 
 
 def word_tokens(text: str) -> list[str]:
@@ -77,7 +79,13 @@ def lexical_query(question: str, settings: Settings) -> LexicalQuery:
             for a, b in itertools.pairwise(tokens)
             if a not in ENGLISH_STOP_WORDS and b not in ENGLISH_STOP_WORDS
         )
-    return LexicalQuery(tuple(terms), settings.lexical_mode, tuple(phrases), settings.unique_stems)
+    return LexicalQuery(
+        tuple(terms),
+        settings.lexical_mode,
+        tuple(phrases),
+        settings.unique_stems,
+        settings.lexical_rank,
+    )
 
 
 def tag_labels(question: str, settings: Settings) -> tuple[str, ...]:

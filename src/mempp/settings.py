@@ -12,6 +12,7 @@ from typing import Any, Literal
 from mempp.errors import InvalidInput
 
 LexicalMode = Literal["disjunctive", "conjunctive"]
+LexicalRank = Literal["bm25", "cover_density"]
 StopWords = Literal["short", "english"]
 LEGS = ("lex", "tag", "vec")
 
@@ -35,6 +36,8 @@ class Settings:
     to the one after, up to ``thread_depth`` rows (see ``mempp.fusion.add_thread_context``).
     ``as_of_in_question`` (opt-in) lets an "as of <date>" phrase in the question set the as-of
     bound when the caller passes none (see ``mempp.query.question_as_of``).
+    ``lexical_rank`` picks PostgreSQL's lexical ranking: ``"cover_density"`` is the paper's
+    ``ts_rank_cd``, ``"bm25"`` the ranking SQLite always uses (it has no cover density).
     """
 
     w_lex: float = 1.0
@@ -54,6 +57,7 @@ class Settings:
     as_of_in_question: bool = False
     thread_weight: float = 0.0
     thread_depth: int = 2
+    lexical_rank: LexicalRank = "cover_density"
 
     def __post_init__(self) -> None:
         for leg in (*LEGS, "date"):
@@ -74,6 +78,10 @@ class Settings:
         if self.lexical_mode not in ("disjunctive", "conjunctive"):
             raise InvalidInput(
                 f"lexical_mode must be 'disjunctive' or 'conjunctive', got {self.lexical_mode!r}"
+            )
+        if self.lexical_rank not in ("bm25", "cover_density"):
+            raise InvalidInput(
+                f"lexical_rank must be 'bm25' or 'cover_density', got {self.lexical_rank!r}"
             )
         if self.stop_words not in ("short", "english"):
             raise InvalidInput(f"stop_words must be 'short' or 'english', got {self.stop_words!r}")
@@ -121,6 +129,7 @@ PRESETS: dict[str, Settings] = {
         unique_stems=True,
         thread_weight=0.4,
         thread_depth=2,
+        lexical_rank="bm25",
     ),
     "paper": Settings(),
     "paper-orgmembench": Settings(w_vec=4.0, candidates=50, lexical_mode="conjunctive"),

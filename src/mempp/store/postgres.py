@@ -78,6 +78,7 @@ from mempp.store.base import (
     undo_counts,
 )
 from mempp.store.migrations import Migration, newest, pending
+from mempp.store.pg_bm25 import UNDATED, ScopeReplica
 
 if TYPE_CHECKING:
     import psycopg
@@ -585,6 +586,11 @@ class PostgresStore:
         self._readers: ThreadPoolExecutor | None = None
         self._readers_lock = threading.Lock()
         self._spare_connections = threading.BoundedSemaphore(POOL_MAX_SIZE // 2)
+        # BM25 replicas, one per scope searched with lexical_rank="bm25", and the lexemes of
+        # query terms (both built on first use).
+        self._replicas: dict[str, ScopeReplica] = {}
+        self._replicas_lock = threading.Lock()
+        self._lexeme_cache: dict[str, tuple[str, ...]] = {}
 
     # -- plumbing ---------------------------------------------------------------------
     def _connect_kwargs(self, url: str) -> dict[str, Any]:
@@ -879,6 +885,8 @@ class PostgresStore:
             ]
         if not terms or limit <= 0:
             return []
+        if query.ranking == "bm25":
+            return self._lexical_bm25(scope, query, terms, phrases, as_of, limit)
         # ``query.unique_stems`` needs nothing here: ts_rank_cd already counts a lexeme the
         # query repeats once (tested in the conformance suite).
         sql = self._psycopg.sql
@@ -908,6 +916,144 @@ class PostgresStore:
         params.append(limit)
         with self._connection() as conn:
             return [row[0] for row in conn.execute(statement, params)]
+
+    def _lexical_bm25(
+        self,
+        scope: str,
+        query: LexicalQuery,
+        terms: list[str],
+        phrases: list[str],
+        as_of: int | None,
+        limit: int,
+    ) -> list[int]:
+        """BM25 over the scope's in-RAM replica (``mempp.store.pg_bm25``); PostgreSQL then
+        keeps the active rows, asked again for more in the rare case too few are."""
+        lexemes = [lexeme for term in terms for lexeme in self._lexemes(term)]
+        if query.unique_stems:
+            lexemes = list(dict.fromkeys(lexemes))
+        if not lexemes:
+            return []
+        conjunctive = query.mode == "conjunctive"
+        pairs: dict[tuple[str, str] | str, tuple[str, str, str]] = {}
+        for phrase in phrases:
+            words = phrase.split()
+            if len(words) != 2:
+                continue
+            first, second = (self._lexemes(word) for word in words)
+            if len(first) == 1 and len(second) == 1:  # a stop word has no lexeme
+                key = (first[0], second[0]) if query.unique_stems else phrase
+                pairs.setdefault(key, (phrase, first[0], second[0]))
+        replica = self._replica(scope)
+        want = limit
+        with replica.lock:
+            replica.catch_up(lambda after: self._rows_after(scope, after))
+            phrases = self._phrase_rows(scope, list(pairs.values()), replica.newest)
+            while True:
+                ranked = replica.ranked(lexemes, conjunctive, as_of, want, phrases)
+                active = self._active_among(scope, ranked)
+                kept = [int(i) for i in ranked if int(i) in active]
+                if len(kept) >= limit or len(ranked) < want:
+                    return kept[:limit]
+                want *= 4
+
+    def _replica(self, scope: str) -> ScopeReplica:
+        with self._replicas_lock:
+            return self._replicas.setdefault(scope, ScopeReplica())
+
+    def _lexemes(self, term: str) -> tuple[str, ...]:
+        """PostgreSQL's lexemes of one query term (none for a stop word), cached."""
+        cached = self._lexeme_cache.get(term)
+        if cached is not None:
+            return cached
+        with self._connection() as conn:
+            row = conn.execute(
+                "SELECT tsvector_to_array(to_tsvector('english', %s))", (term,)
+            ).fetchone()
+        lexemes = tuple(row[0])
+        if len(self._lexeme_cache) > 50_000:  # bounded; a dict clear is atomic
+            self._lexeme_cache.clear()
+        self._lexeme_cache[term] = lexemes
+        return lexemes
+
+    def _rows_after(
+        self, scope: str, after: int
+    ) -> tuple[np.ndarray, np.ndarray, dict[str, tuple[np.ndarray, np.ndarray]]]:
+        """Ids, event keys and postings of the scope's rows with ids above ``after``, read
+        in one snapshot."""
+        with self._connection() as conn:
+            conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+            rows = conn.execute(
+                """SELECT id, coalesce(event_key, %s) FROM records
+                   WHERE scope = %s AND id > %s ORDER BY id""",
+                (int(UNDATED), scope, after),
+            ).fetchall()
+            if not rows:
+                return np.empty(0, np.int64), np.empty(0, np.int64), {}
+            grouped = conn.execute(
+                """SELECT u.lexeme, array_agg(r.id ORDER BY r.id),
+                          array_agg(coalesce(cardinality(u.positions), 1) ORDER BY r.id)
+                   FROM records r, unnest(r.tsv) u
+                   WHERE r.scope = %s AND r.id > %s
+                   GROUP BY u.lexeme""",
+                (scope, after),
+            ).fetchall()
+        ids = np.fromiter((row[0] for row in rows), dtype=np.int64, count=len(rows))
+        keys = np.fromiter((row[1] for row in rows), dtype=np.int64, count=len(rows))
+        postings = {
+            lexeme: (np.asarray(row_ids, dtype=np.int64), np.asarray(tf, dtype=np.float64))
+            for lexeme, row_ids, tf in grouped
+        }
+        return ids, keys, postings
+
+    def _phrase_rows(
+        self, scope: str, phrases: list[tuple[str, str, str]], newest: int
+    ) -> list[tuple[np.ndarray, np.ndarray]]:
+        """Per (phrase, first lexeme, second lexeme): the ids of the scope's rows up to
+        ``newest`` where the two words stand side by side, and how often they do."""
+        if not phrases:
+            return []
+        with self._connection() as conn:
+            rows = conn.execute(
+                """SELECT p.n, r.id,
+                          (SELECT u.positions FROM unnest(r.tsv) u WHERE u.lexeme = p.a),
+                          (SELECT u.positions FROM unnest(r.tsv) u WHERE u.lexeme = p.b)
+                   FROM unnest(%s::text[], %s::text[], %s::text[]) WITH ORDINALITY
+                        AS p(phrase, a, b, n)
+                   JOIN LATERAL (
+                       SELECT id, tsv FROM records
+                       WHERE scope = %s AND id <= %s
+                         AND tsv @@ phraseto_tsquery('english', p.phrase)) r ON true""",
+                (
+                    [phrase for phrase, _, _ in phrases],
+                    [a for _, a, _ in phrases],
+                    [b for _, _, b in phrases],
+                    scope,
+                    newest,
+                ),
+            ).fetchall()
+        found: list[tuple[list[int], list[float]]] = [([], []) for _ in phrases]
+        for n, record_id, first, second in rows:
+            follows = {p - 1 for p in second or ()}
+            # PostgreSQL keeps at most 256 positions a lexeme; it matched, so at least once.
+            occurrences = max(1, sum(1 for p in first or () if p in follows))
+            found[n - 1][0].append(record_id)
+            found[n - 1][1].append(float(occurrences))
+        return [
+            (np.asarray(ids, dtype=np.int64), np.asarray(tf, dtype=np.float64))
+            for ids, tf in found
+            if ids
+        ]
+
+    def _active_among(self, scope: str, ids: np.ndarray) -> set[int]:
+        if len(ids) == 0:
+            return set()
+        with self._connection() as conn:
+            rows = conn.execute(
+                """SELECT id FROM records
+                   WHERE scope = %s AND id = ANY(%s) AND state = 'active'""",
+                (scope, ids.tolist()),
+            ).fetchall()
+        return {row[0] for row in rows}
 
     def tagged(self, scope: str, labels: Sequence[str], as_of: int | None, limit: int) -> list[int]:
         if not labels or limit <= 0:
