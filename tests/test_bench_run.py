@@ -18,7 +18,9 @@ from mempp.bench.retrieve import MemppRetriever, clean_question
 from mempp.dates import parse_as_of
 from mempp.packing import PackingOptions
 from mempp.store import open_store
+from mempp.store.postgres import mask_url
 
+import engines
 from conftest import KeywordEmbedder
 
 KEYWORDS = ["alpha", "beta", "gamma", "delta", "budget", "launch"]
@@ -98,6 +100,11 @@ def parse(argv: list[str]) -> argparse.Namespace:
     commands = parser.add_subparsers(dest="command", required=True)
     cli.add_parser(commands)
     return parser.parse_args(["bench", *argv])
+
+
+# The fixtures of the PostgreSQL test server (pytest finds fixtures among module attributes).
+pg_server = engines.pg_server
+pg_url = engines.pg_url
 
 
 @pytest.fixture
@@ -264,6 +271,36 @@ def test_bench_retrieval_equals_memory_search(tmp_path: Path, tiny: Path) -> Non
                         assert [h.reserved for h in got] == [h.reserved for h in expected]
     finally:
         store.close()
+
+
+def test_mempp_systems_run_on_a_postgres_copy_of_the_store(
+    tmp_path: Path, tiny: Path, pg_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    embedder = KeywordEmbedder(KEYWORDS)
+    names = ["mempp-default", "vector", "bm25"]
+    argv = [*_argv(tmp_path, tiny, "--no-plots"), "--systems", *names]
+    assert cli.run(parse(argv), embedder=embedder, spans=whitespace_spans) == 0
+    on_file = json.loads((tmp_path / "out" / "results.json").read_text("utf-8"))
+    argv = [*argv, "--engine-url", pg_url]
+    assert cli.run(parse(argv), embedder=embedder, spans=whitespace_spans) == 0
+    on_pg = json.loads((tmp_path / "out" / "results.json").read_text("utf-8"))
+    assert on_pg["timings"]["engine_copy_s"] >= 0
+    assert "engine_copy_s" not in on_file["timings"]
+    assert on_pg["run"]["options"]["engine_url"] == mask_url(pg_url)
+
+    def rows(results: dict[str, Any], system: str) -> list[Any]:
+        return [r["top"] for r in results["questions"] if r["system"] == system]
+
+    # The copy keeps every record id: the exact vector leg ranks the same items.
+    assert rows(on_pg, "vector") == rows(on_file, "vector")
+    assert all(rows(on_pg, "mempp-default"))
+    # The database now holds the copy; a second copy into it is refused in one line.
+    capsys.readouterr()
+    assert cli.run(parse(argv), embedder=embedder, spans=whitespace_spans) == 2
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert last.startswith("mempp bench: ") and last.endswith(
+        "is not empty: the copy needs a fresh store"
+    )
 
 
 def test_answer_hook_receives_question_and_evidence(tmp_path: Path, tiny: Path) -> None:

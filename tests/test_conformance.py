@@ -13,11 +13,19 @@ hostile query text never raising; append-only enforcement; persistence; concurre
 
 Where the lexical leg may legitimately differ (each case below is pinned by a test):
 
-Ranking. SQLite ranks with FTS5 ``bm25()`` (k1=1.2, b=0.75); PostgreSQL with
-``ts_rank_cd(tsv, query)`` (cover density, normalisation 0), the paper's function. Both break
-equal scores by the newer id. The orders agree when matching rows have the same length and
-the same occurrences of the same terms (a tie in both), and when one row holds more
-occurrences of a term than another of equal length. They differ when:
+Ranking. SQLite always ranks with FTS5 ``bm25()`` (k1=1.2, b=0.75). PostgreSQL ranks with
+BM25 too under ``Settings(lexical_rank="bm25")`` (the default preset), from an in-RAM replica
+of its ``tsvector`` postings (``mempp.store.pg_bm25``): the same formula, phrases included,
+so the orders are equal wherever the engines count the same lengths, frequencies and
+rarities. That holds for one scope of rows whose words both analysers keep and stem alike;
+it fails where the analysers differ (below: PostgreSQL's stop words shorten its rows), and
+with several scopes, since FTS5 counts N and the mean length over the whole table and
+PostgreSQL over the scope. Under ``lexical_rank="cover_density"`` (the paper presets and
+``Settings()``), PostgreSQL ranks with ``ts_rank_cd(tsv, query)`` (cover density,
+normalisation 0), the paper's function. Both engines break equal scores by the newer id.
+Against BM25, cover density agrees when matching rows have the same length and the same
+occurrences of the same terms (a tie in both), and when one row holds more occurrences of a
+term than another of equal length. It differs when:
 
 * lengths differ: BM25 divides term frequency by document length, ``ts_rank_cd`` (with
   normalisation 0) does not, so a short row beats a long row holding the term as often in
@@ -53,8 +61,8 @@ the engines agree on plain words, but their analysers differ:
   side by side in the question's order; PostgreSQL's ``ts_rank_cd`` ranks a ``<->`` phrase
   like its words close together, in either order.
 * one term per stem (``Settings.unique_stems``): SQLite keeps the first term of each FTS5
-  stem (porter); PostgreSQL needs no step, since ``ts_rank_cd`` already counts a lexeme the
-  query repeats once (Snowball stems, so the groups differ where the stemmers do).
+  stem (porter), PostgreSQL of each Snowball lexeme under BM25, so the groups differ where
+  the stemmers do; ``ts_rank_cd`` needs no step, as it counts a lexeme the query repeats once.
 * size: a PostgreSQL ``tsvector`` holds at most 1 MB, so for a document of more than roughly
   100,000 distinct words PostgreSQL indexes the longest prefix that fits (halving until it
   does) and a word only in the rest is not found; FTS5 indexes everything. The text itself is

@@ -25,8 +25,10 @@ import numpy as np
 
 from mempp.bench.datasets import Benchmark, files_digest
 from mempp.encoders import Embedder
+from mempp.errors import InvalidInput, StoreError
 from mempp.memory import Memory
-from mempp.records import Document
+from mempp.records import Document, Record
+from mempp.store import Store, open_store
 
 CACHE_FORMAT = 2  # 2: records carry the item's thread
 DEFAULT_CACHE = Path(".mempp-cache")
@@ -208,3 +210,53 @@ def chunk_vectors(
     np.save(partial, out)
     os.replace(partial, target)
     return out
+
+
+def copy_store(source: Store, scopes: Sequence[str], location: str) -> Store:
+    """The records of ``scopes`` (with their vectors) written, in id order, to an empty store
+    at ``location``, so that every record keeps its id and the item mapping still holds."""
+    target = open_store(location)
+    try:
+        if target.encoder() is not None:
+            raise InvalidInput(f"{target.location} is not empty: the copy needs a fresh store")
+        encoder = source.encoder()
+        if encoder is not None:
+            target.bind_encoder(*encoder)
+        by_id: list[tuple[int, str, np.ndarray]] = []
+        for scope in scopes:
+            ids, vectors = source.current_vectors(scope)
+            by_id.extend((int(i), scope, vector) for i, vector in zip(ids, vectors, strict=True))
+        by_id.sort(key=lambda row: row[0])
+        start = 0
+        while start < len(by_id):
+            # One batch per run of one scope, as the ingest wrote them.
+            stop = start + 1
+            while stop < len(by_id) and stop - start < BATCH and by_id[stop][1] == by_id[start][1]:
+                stop += 1
+            scope = by_id[start][1]
+            wanted = [row[0] for row in by_id[start:stop]]
+            records = source.get(scope, wanted)
+            docs = [_document(records[i]) for i in wanted]
+            vectors = np.stack([row[2] for row in by_id[start:stop]])
+            got = [result.id for result in target.insert(scope, docs, vectors)]
+            if got != wanted:
+                raise StoreError(
+                    f"{target.location}: copied records got ids {got[:3]}..., not {wanted[:3]}"
+                    "...; the copy needs a fresh database"
+                )
+            start = stop
+    except BaseException:
+        target.close()
+        raise
+    return target
+
+
+def _document(record: Record) -> Document:
+    return Document.create(
+        record.text,
+        author=record.author,
+        date=record.date,
+        tags=record.tags,
+        source=record.source,
+        thread=record.thread,
+    )

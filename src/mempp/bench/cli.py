@@ -158,6 +158,13 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="mempp-graph as in the paper: undated triples, no as-of filter "
         "(default: dated triples that obey the as-of date)",
     )
+    parser.add_argument(
+        "--engine-url",
+        default=None,
+        metavar="URL",
+        help="run the mempp systems on a copy of the benchmark store in this empty "
+        "PostgreSQL database (default: the cached SQLite file)",
+    )
     parser.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
     parser.add_argument("--quiet", action="store_true", help="no progress bars")
     return parser
@@ -286,9 +293,10 @@ def _run(args: argparse.Namespace, embedder: Any, spans: Any) -> int:
         answer_hook=hook,
         answer_systems=answered,
         llm=llm_options,
+        engine_url=args.engine_url,
         extra={
             "options": {
-                key: str(value) if isinstance(value, Path) else value
+                key: _recorded(key, value)
                 for key, value in vars(args).items()
                 if key not in ("func",) and not callable(value)
             },
@@ -353,3 +361,12 @@ def main(argv: list[str] | None = None) -> int:
     add_parser(commands)
     args = parser.parse_args(["bench", *(sys.argv[1:] if argv is None else argv)])
     return run(args)
+
+
+def _recorded(option: str, value: Any) -> Any:
+    """An option as the report records it: paths as text, no password of a database URL."""
+    if option == "engine_url" and value is not None:
+        from mempp.store.postgres import mask_url
+
+        return mask_url(value)
+    return str(value) if isinstance(value, Path) else value

@@ -79,6 +79,8 @@ class RunOptions:
     answer_systems: tuple[str, ...] | None = None
     llm: llm_eval.LLMOptions | None = None  # an endpoint: answer + judge, LLM ablations
     extra: dict[str, Any] = field(default_factory=dict)  # recorded as is (e.g. the command)
+    # Another engine (a PostgreSQL URL): the mempp systems read a copy of the cached store there.
+    engine_url: str | None = None
 
     @property
     def judges(self) -> bool:
@@ -201,6 +203,11 @@ def run(
         stores.append(store)
         if store.encoder() not in (None, (embedder.name, embedder.dim)):
             raise EncoderMismatch(f"{ingested.path} was filled by another encoder")
+        if options.engine_url is not None:
+            clock = time.perf_counter()
+            store = cache.copy_store(store, list(benchmark.scopes), options.engine_url)
+            stores.append(store)
+            timings["engine_copy_s"] = round(time.perf_counter() - clock, 3)
         records_of_scope: dict[str, list[int]] = {}
         for (scope, _), record in ingested.item_record.items():
             if record is not None:

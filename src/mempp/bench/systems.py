@@ -55,6 +55,7 @@ BM25_ONLY = Settings(
     lexical_mode="disjunctive",
     max_terms=None,
     reserve=0,
+    lexical_rank="bm25",  # what SQLite always does; PostgreSQL would otherwise use ts_rank_cd
 )
 VECTOR_ONLY = Settings(w_lex=0.0, w_tag=0.0, w_vec=1.0, candidates=200, reserve=0)
 
