@@ -7,11 +7,14 @@ Same contract as the SQLite engine (``mempp.store.base.Store``), enforced by the
   may change. Like SQLite's ``UPDATE OF`` triggers they fire when a content column is *named*
   in the ``SET`` list, even if the value would stay the same.
 * Full text: a stored generated ``tsvector`` (``to_tsvector('english', text)``; for the rare
-  document past tsvector's 1 MB limit, of its longest prefix that fits) with a GIN index,
-  ranked by ``ts_rank_cd`` (cover density, as in the paper's own code). Each term becomes
+  document past tsvector's 1 MB limit, of its longest prefix that fits) with a GIN index.
+  ``lexical_rank="bm25"`` (the default preset) ranks by BM25 from a per-scope in-RAM replica
+  of those postings (``mempp.store.pg_bm25``), as SQLite does; ``"cover_density"`` ranks by
+  ``ts_rank_cd`` as in the paper's own code: each term becomes
   ``plainto_tsquery('english', term)`` bound as a parameter and the pieces are joined with
   ``&&`` (conjunctive) or ``||`` (disjunctive) in SQL built from the *number* of terms only,
   so user text is never parsed as tsquery syntax.
+* A search's legs run at once, each on a pooled connection (``gather``).
 * Vectors: an untyped ``vector`` column, because the dimension is known only when the first
   encoder is bound. ``bind_encoder`` then adds (once, under the schema lock) a CHECK
   ``vector_dims(embedding) = dim``, so the database refuses a vector of another size, and an
@@ -928,7 +931,8 @@ class PostgresStore:
     ) -> list[int]:
         """BM25 over the scope's in-RAM replica (``mempp.store.pg_bm25``); PostgreSQL then
         keeps the active rows, asked again for more in the rare case too few are."""
-        lexemes = [lexeme for term in terms for lexeme in self._lexemes(term)]
+        words = self._lexemes([*terms, *(word for phrase in phrases for word in phrase.split())])
+        lexemes = [lexeme for term in terms for lexeme in words[term]]
         if query.unique_stems:
             lexemes = list(dict.fromkeys(lexemes))
         if not lexemes:
@@ -936,10 +940,10 @@ class PostgresStore:
         conjunctive = query.mode == "conjunctive"
         pairs: dict[tuple[str, str] | str, tuple[str, str, str]] = {}
         for phrase in phrases:
-            words = phrase.split()
-            if len(words) != 2:
+            pair = phrase.split()
+            if len(pair) != 2:
                 continue
-            first, second = (self._lexemes(word) for word in words)
+            first, second = (words[word] for word in pair)
             if len(first) == 1 and len(second) == 1:  # a stop word has no lexeme
                 key = (first[0], second[0]) if query.unique_stems else phrase
                 pairs.setdefault(key, (phrase, first[0], second[0]))
@@ -947,9 +951,9 @@ class PostgresStore:
         want = limit
         with replica.lock:
             replica.catch_up(lambda after: self._rows_after(scope, after))
-            phrases = self._phrase_rows(scope, list(pairs.values()), replica.newest)
+            phrase_rows = self._phrase_rows(scope, list(pairs.values()), replica.newest)
             while True:
-                ranked = replica.ranked(lexemes, conjunctive, as_of, want, phrases)
+                ranked = replica.ranked(lexemes, conjunctive, as_of, want, phrase_rows)
                 active = self._active_among(scope, ranked)
                 kept = [int(i) for i in ranked if int(i) in active]
                 if len(kept) >= limit or len(ranked) < want:
@@ -960,20 +964,22 @@ class PostgresStore:
         with self._replicas_lock:
             return self._replicas.setdefault(scope, ScopeReplica())
 
-    def _lexemes(self, term: str) -> tuple[str, ...]:
-        """PostgreSQL's lexemes of one query term (none for a stop word), cached."""
-        cached = self._lexeme_cache.get(term)
-        if cached is not None:
-            return cached
-        with self._connection() as conn:
-            row = conn.execute(
-                "SELECT tsvector_to_array(to_tsvector('english', %s))", (term,)
-            ).fetchone()
-        lexemes = tuple(row[0])
-        if len(self._lexeme_cache) > 50_000:  # bounded; a dict clear is atomic
-            self._lexeme_cache.clear()
-        self._lexeme_cache[term] = lexemes
-        return lexemes
+    def _lexemes(self, words: Sequence[str]) -> dict[str, tuple[str, ...]]:
+        """PostgreSQL's lexemes of each query word (none for a stop word), cached; the words
+        not yet cached cost one round trip together."""
+        cache = self._lexeme_cache
+        missing = [word for word in dict.fromkeys(words) if word not in cache]
+        if missing:
+            with self._connection() as conn:
+                rows = conn.execute(
+                    """SELECT w, tsvector_to_array(to_tsvector('english', w))
+                       FROM unnest(%s::text[]) AS w""",
+                    (missing,),
+                ).fetchall()
+            if len(cache) > 50_000:  # bounded; a dict clear is atomic
+                cache.clear()
+            cache.update((word, tuple(lexemes)) for word, lexemes in rows)
+        return {word: cache.get(word, ()) for word in words}
 
     def _rows_after(
         self, scope: str, after: int
