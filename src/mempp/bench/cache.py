@@ -213,8 +213,9 @@ def chunk_vectors(
 
 
 def copy_store(source: Store, scopes: Sequence[str], location: str) -> Store:
-    """The records of ``scopes`` (with their vectors) written, in id order, to an empty store
-    at ``location``, so that every record keeps its id and the item mapping still holds."""
+    """The current records of ``scopes`` (with their vectors) written, in id order, to an
+    empty store at ``location``, so that every record keeps its id and the item mapping
+    still holds."""
     target = open_store(location)
     try:
         if target.encoder() is not None:
