@@ -16,9 +16,10 @@ import numpy as np
 import psycopg
 import pytest
 
-from mempp import EncoderMismatch, InvalidInput, Memory, MemppError, Settings, StoreError
+from mempp import EncoderMismatch, InvalidInput, Memory, MemppError, Settings, StoreError, preset
 from mempp.cli import main
 from mempp.dates import parse_as_of
+from mempp.query import lexical_query
 from mempp.records import Document
 from mempp.store import open_store
 from mempp.store.postgres import MIGRATIONS, PostgresStore, mask_url, prepare_threshold_from_env
@@ -336,6 +337,24 @@ def test_bm25_replica_follows_other_writers_new_rows_and_states(pg_url: str) -> 
         writer.store.set_state(writer.scope, [newest, *strong], "archived", None)
         assert [h.id for h in reader.search("vendor", settings=bm25)] == weak[::-1]
         assert reader.search("vendor", settings=bm25.with_(lexical_mode="conjunctive"))
+
+
+def test_bm25_replicas_of_least_recently_searched_scopes_are_dropped(pg_url: str) -> None:
+    embedder = KeywordEmbedder(["vendor"])
+    for scope in ("a", "b", "c"):
+        with Memory(pg_url, scope=scope, embedder=embedder) as writer:
+            writer.add_many([f"vendor row {i} of {scope}" for i in range(3)])
+    query = lexical_query("vendor", preset("default"))
+    store = open_store(pg_url)
+    try:
+        store.bm25_max_rows = 5
+        expected = {scope: store.lexical(scope, query, None, 10) for scope in ("a", "b", "c")}
+        assert all(len(found) == 3 for found in expected.values())
+        assert list(store._replicas) == ["c"]  # 3 + 3 rows > 5: "a", then "b" dropped
+        assert store.lexical("a", query, None, 10) == expected["a"]  # rebuilt, same ranking
+        assert list(store._replicas) == ["a"]
+    finally:
+        store.close()
 
 
 def test_gather_runs_calls_in_turn_when_the_spare_connections_are_taken(pg_url: str) -> None:

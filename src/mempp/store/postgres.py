@@ -104,6 +104,9 @@ CONNECT_TIMEOUT_S = 10
 # max_prepared_statements) prepared statements break: set MEMPP_PG_PREPARE_THRESHOLD=off.
 ENV_PREPARE_THRESHOLD = "MEMPP_PG_PREPARE_THRESHOLD"
 DEFAULT_PREPARE_THRESHOLD = 5
+# Rows held by the BM25 replicas of one store, all scopes together: about 0.7 GB for rows of
+# some 40 distinct words (16 bytes per word of a row, 16 per row).
+BM25_MAX_ROWS = 1_000_000
 # pgvector's HNSW index handles at most 2000 dimensions of ``vector``; wider encoders are
 # searched by exact scan only.
 HNSW_MAX_DIM = 2000
@@ -590,7 +593,9 @@ class PostgresStore:
         self._readers_lock = threading.Lock()
         self._spare_connections = threading.BoundedSemaphore(POOL_MAX_SIZE // 2)
         # BM25 replicas, one per scope searched with lexical_rank="bm25", and the lexemes of
-        # query terms (both built on first use).
+        # query terms (both built on first use). Past bm25_max_rows rows in all, the least
+        # recently searched scopes' replicas are dropped (rebuilt if searched again).
+        self.bm25_max_rows = BM25_MAX_ROWS
         self._replicas: dict[str, ScopeReplica] = {}
         self._replicas_lock = threading.Lock()
         self._lexeme_cache: dict[str, tuple[str, ...]] = {}
@@ -951,6 +956,7 @@ class PostgresStore:
         want = limit
         with replica.lock:
             replica.catch_up(lambda after: self._rows_after(scope, after))
+            self._evict_replicas(keep=scope)
             phrase_rows = self._phrase_rows(scope, list(pairs.values()), replica.newest)
             while True:
                 ranked = replica.ranked(lexemes, conjunctive, as_of, want, phrase_rows)
@@ -962,7 +968,20 @@ class PostgresStore:
 
     def _replica(self, scope: str) -> ScopeReplica:
         with self._replicas_lock:
-            return self._replicas.setdefault(scope, ScopeReplica())
+            replica = self._replicas.pop(scope, None) or ScopeReplica()
+            self._replicas[scope] = replica  # the most recently used last
+            return replica
+
+    def _evict_replicas(self, keep: str) -> None:
+        """Drop the least recently searched scopes' replicas while all of them together hold
+        more than ``bm25_max_rows`` rows (the one of ``keep`` stays, whatever its size)."""
+        with self._replicas_lock:
+            held = sum(len(replica.ids) for replica in self._replicas.values())
+            for scope in list(self._replicas):
+                if held <= self.bm25_max_rows:
+                    break
+                if scope != keep:
+                    held -= len(self._replicas.pop(scope).ids)
 
     def _lexemes(self, words: Sequence[str]) -> dict[str, tuple[str, ...]]:
         """PostgreSQL's lexemes of each query word (none for a stop word), cached; the words
