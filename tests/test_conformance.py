@@ -477,6 +477,7 @@ HOSTILE = [
     "ünïcödé 🚀",
     "a" * 5_000,
     "as of 9999-12-31, December 9999, 0000-00-00 or 0001-01-01?",  # date leg edge cases
+    "alpha \ud800 beta \udfff",  # lone surrogates (a bad decode upstream)
 ]
 
 

@@ -378,6 +378,9 @@ def test_gather_runs_calls_in_turn_when_the_spare_connections_are_taken(pg_url: 
         assert names[1] != caller  # the spare connections are back
     finally:
         store.close()
+    with pytest.raises(StoreError, match="is closed"):
+        store.gather([where, where])
+    assert store._readers is None
 
 
 # -- the command line over PostgreSQL behaves exactly as over a file ----------------------
@@ -457,6 +460,8 @@ def test_prepared_statements_can_be_switched_off_for_pgbouncer(
         monkeypatch.setenv("MEMPP_PG_PREPARE_THRESHOLD", setting)
     with Memory(pg_url, embedder=KeywordEmbedder(["alpha"])) as memory:
         memory.add("alpha one")
+        # Legs in turn, so the statements reuse one connection rather than spread over many.
+        monkeypatch.setattr(memory.store, "gather", lambda calls: [call() for call in calls])
         for _ in range(8):  # psycopg prepares after 5 runs of a statement by default
             assert memory.search("alpha")
         with memory.store._connection() as conn:  # type: ignore[attr-defined]

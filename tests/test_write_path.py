@@ -136,6 +136,15 @@ def test_bad_inputs_are_clear_errors(keyword_memory) -> None:
     ):
         with pytest.raises(InvalidInput, match="NUL"):
             keyword_memory.add("x", **field)
+    for field in (
+        {"text": "a \ud800 b"},
+        {"author": "a\udfff"},
+        {"source": "s\ud800"},
+        {"tags": ["t\ud800"]},
+        {"thread": "t\udc00"},
+    ):
+        with pytest.raises(InvalidInput, match="lone surrogate"):
+            keyword_memory.add(**{"text": "x", **field})
     assert len(keyword_memory) == 0
 
 

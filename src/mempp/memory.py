@@ -22,6 +22,7 @@ from mempp.encoders import Embedder, default_embedder
 from mempp.errors import EncoderMismatch, InvalidInput, RecordNotFound
 from mempp.evidence import Evidence, EvidenceStyle, append_facts, render_evidence
 from mempp.packing import PackingOptions
+from mempp.query import UNSTORABLE
 from mempp.records import AddResult, Document, Hit, Record
 from mempp.retrieval import LegLists, fuse_and_select, run_legs, scope_bound, to_hits
 from mempp.settings import Settings, preset
@@ -293,7 +294,8 @@ def as_document(item: DocumentLike) -> Document:
 def _clean_query(query: str) -> str:
     if not isinstance(query, str):
         raise InvalidInput(f"query must be a string, got {type(query).__name__}")
-    cleaned = query.replace("\x00", " ").strip()
+    # NUL and lone surrogates (invalid Unicode) cannot reach a database: they become spaces.
+    cleaned = UNSTORABLE.sub(" ", query).strip()
     if not cleaned:
         raise InvalidInput("query is empty")
     return cleaned

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import itertools
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import date
 
 from mempp.dates import parse_event_date
@@ -17,6 +17,9 @@ from mempp.records import normalize_tag
 from mempp.settings import Settings
 
 _WORD = re.compile(r"[^\W_]+")
+# NUL and lone surrogates (halves of UTF-16 pairs, from a bad decode): no engine can store,
+# compare or bind them as text.
+UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
 
 # Disjunctive mode drops these (and tokens under 3 characters), as the authors' code does
 # with its own short list; the words are ours.
@@ -55,6 +58,17 @@ class LexicalQuery:
     phrases: tuple[str, ...] = ()
     unique_stems: bool = False
     ranking: str = "bm25"
+
+
+def storable_query(query: LexicalQuery) -> LexicalQuery:
+    """``query`` with NUL and lone surrogates removed from its terms and phrases, and the
+    terms and phrases left empty dropped: what an engine can pass to its database."""
+
+    def kept(items: tuple[str, ...]) -> tuple[str, ...]:
+        cleaned = (UNSTORABLE.sub("", item) for item in items)
+        return tuple(item for item in cleaned if item.strip())
+
+    return replace(query, terms=kept(query.terms), phrases=kept(query.phrases))
 
 
 def word_tokens(text: str) -> list[str]:

@@ -21,6 +21,8 @@ State = Literal["active", "archived"]
 SkipReason = Literal["duplicate", "empty"]
 
 _TAG_RUNS = re.compile(r"[\s_\-]+")
+# Half of a UTF-16 pair on its own (from a bad decode): no database can store it as text.
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def text_hash(text: str) -> bytes:
@@ -60,6 +62,8 @@ class Document:
             raise InvalidInput(f"text must be a string, got {type(text).__name__}")
         if "\x00" in text:
             raise InvalidInput("text contains a NUL character")
+        if _SURROGATE.search(text):
+            raise InvalidInput("text contains a lone surrogate (not valid Unicode)")
         if author is not None and not isinstance(author, str):
             raise InvalidInput(f"author must be a string, got {type(author).__name__}")
         if source is not None and not isinstance(source, str):
@@ -69,6 +73,8 @@ class Document:
         for name, value in (("author", author), ("source", source), ("thread", thread)):
             if value is not None and "\x00" in value:
                 raise InvalidInput(f"{name} contains a NUL character")
+            if value is not None and _SURROGATE.search(value):
+                raise InvalidInput(f"{name} contains a lone surrogate (not valid Unicode)")
         if isinstance(tags, str):
             raise InvalidInput("tags must be a list of strings, not one string")
         clean_tags: list[str] = []
@@ -77,6 +83,8 @@ class Document:
                 raise InvalidInput(f"every tag must be a string, got {type(tag).__name__}")
             if "\x00" in tag:
                 raise InvalidInput("a tag contains a NUL character")
+            if _SURROGATE.search(tag):
+                raise InvalidInput("a tag contains a lone surrogate (not valid Unicode)")
             if tag.strip() and tag.strip() not in clean_tags:
                 clean_tags.append(tag.strip())
         author = author.strip() or None if author is not None else None

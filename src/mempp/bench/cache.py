@@ -215,10 +215,14 @@ def chunk_vectors(
 def copy_store(source: Store, scopes: Sequence[str], location: str) -> Store:
     """The current records of ``scopes`` (with their vectors) written, in id order, to an
     empty store at ``location``, so that every record keeps its id and the item mapping
-    still holds."""
+    still holds. Ingest times are the copy's own: thread order, which falls back on them for
+    undated rows, may differ from the source's there. The ids can only match in a store that
+    never held a row (append-only stores cannot be emptied): use a new database each time."""
     target = open_store(location)
     try:
-        if target.encoder() is not None:
+        if target.encoder() is not None or any(
+            target.count(scope, active_only=False) for scope in scopes
+        ):
             raise InvalidInput(f"{target.location} is not empty: the copy needs a fresh store")
         encoder = source.encoder()
         if encoder is not None:

@@ -9,6 +9,9 @@ column (Snowball lexemes; a lexeme's term frequency is its number of positions) 
 and scores with the same formula (k1 = 1.2, b = 0.75; N and the mean length over the scope's
 rows of every state and date, as FTS5 counts over its whole table).
 
+PostgreSQL keeps at most 255 positions of a lexeme per row, so on long rows with a very
+frequent word its frequency (and the row's length) is counted lower than FTS5 counts it.
+
 Freshness. Before each search, rows with ids above the newest one held are read: within one
 scope, ids commit in increasing order, because every writer of a scope inserts while holding
 the scope's lock. States are not held: the ranked ids pass through PostgreSQL, which keeps
@@ -32,7 +35,9 @@ Fetch = Callable[[int], tuple[np.ndarray, np.ndarray, dict[str, tuple[np.ndarray
 
 
 class ScopeReplica:
-    """One scope's postings; every method is called with ``lock`` held."""
+    """One scope's postings. ``catch_up`` runs with ``lock`` held; ``ranked`` may run beside
+    it, because a catch-up extends ``ids`` and ``keys`` before the postings that refer to them.
+    """
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
@@ -70,22 +75,22 @@ class ScopeReplica:
         """Record ids of the best ``limit`` rows dated up to ``as_of``, best first (any
         state). ``phrases`` holds, per phrase, the (record ids, occurrences) of every row of
         the scope where it occurs; each adds its BM25 like one more query term."""
-        keys = self.keys
 
         def eligible(rows: np.ndarray) -> np.ndarray:
             if as_of is None:
                 return np.ones(len(rows), dtype=bool)
-            return keys[rows] <= as_of
+            return self.keys[rows] <= as_of  # read now: it covers every row ranked
 
         extra = None
         parts = []
+        ids = self.ids
         for record_ids, tf in phrases:
-            rows = np.searchsorted(self.ids, record_ids)
-            held = rows < len(self.ids)
-            held[held] = self.ids[rows[held]] == record_ids[held]
+            rows = np.searchsorted(ids, record_ids)
+            held = rows < len(ids)
+            held[held] = ids[rows[held]] == record_ids[held]
             rows, tf = rows[held], tf[held]
             parts.append((rows, self.index.phrase_scores(rows, tf, len(rows))))
         if parts:
             extra = (np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts]))
         rows = self.index.search(lexemes, conjunctive, eligible, limit, extra)
-        return self.ids[np.asarray(rows, dtype=np.int64)]
+        return self.ids[np.asarray(rows, dtype=np.int64)]  # read after the ranking, likewise

@@ -63,7 +63,7 @@ import numpy as np
 
 from mempp.dates import now_key
 from mempp.errors import EncoderMismatch, InvalidInput, StoreError
-from mempp.query import LexicalQuery
+from mempp.query import UNSTORABLE, LexicalQuery, storable_query
 from mempp.records import AddResult, Document, Record, State, text_hash
 from mempp.store.base import (
     ChangeRecord,
@@ -591,6 +591,7 @@ class PostgresStore:
         # to calls run on them, so callers always find connections of their own.
         self._readers: ThreadPoolExecutor | None = None
         self._readers_lock = threading.Lock()
+        self._closed = False
         self._spare_connections = threading.BoundedSemaphore(POOL_MAX_SIZE // 2)
         # BM25 replicas, one per scope searched with lexical_rank="bm25", and the lexemes of
         # query terms (both built on first use). Past bm25_max_rows rows in all, the least
@@ -680,6 +681,7 @@ class PostgresStore:
 
     def close(self) -> None:
         with self._readers_lock:
+            self._closed = True
             readers, self._readers = self._readers, None
         if readers is not None:
             readers.shutdown(wait=True)
@@ -693,6 +695,8 @@ class PostgresStore:
         if len(calls) < 2:
             return [call() for call in calls]
         with self._readers_lock:
+            if self._closed:
+                raise StoreError(f"{self.location} is closed")
             if self._readers is None:
                 self._readers = ThreadPoolExecutor(POOL_MAX_SIZE, thread_name_prefix="mempp-pg")
             readers = self._readers
@@ -700,7 +704,11 @@ class PostgresStore:
         for index, call in enumerate(calls[1:], start=1):
             if not self._spare_connections.acquire(blocking=False):
                 break
-            elsewhere[index] = readers.submit(self._on_spare_connection, call)
+            try:
+                elsewhere[index] = readers.submit(self._on_spare_connection, call)
+            except RuntimeError:  # closed meanwhile: this call runs here (and fails there)
+                self._spare_connections.release()
+                break
         results: list[T | None] = [None] * len(calls)
         try:
             for index, call in enumerate(calls):
@@ -884,13 +892,9 @@ class PostgresStore:
             return [r[0] for r in conn.execute("SELECT DISTINCT scope FROM records")]
 
     def lexical(self, scope: str, query: LexicalQuery, as_of: int | None, limit: int) -> list[int]:
-        terms = [term.replace("\x00", "") for term in query.terms]
-        terms = [term for term in terms if term.strip()]
-        phrases: list[str] = []
-        if query.mode == "disjunctive":
-            phrases = [
-                p.replace("\x00", "") for p in query.phrases if p.replace("\x00", "").strip()
-            ]
+        query = storable_query(query)
+        terms = list(query.terms)
+        phrases = list(query.phrases) if query.mode == "disjunctive" else []
         if not terms or limit <= 0:
             return []
         if query.ranking == "bm25":
@@ -953,18 +957,19 @@ class PostgresStore:
                 key = (first[0], second[0]) if query.unique_stems else phrase
                 pairs.setdefault(key, (phrase, first[0], second[0]))
         replica = self._replica(scope)
-        want = limit
-        with replica.lock:
+        with replica.lock:  # one catch-up at a time; ranking may run beside another one
             replica.catch_up(lambda after: self._rows_after(scope, after))
-            self._evict_replicas(keep=scope)
-            phrase_rows = self._phrase_rows(scope, list(pairs.values()), replica.newest)
-            while True:
-                ranked = replica.ranked(lexemes, conjunctive, as_of, want, phrase_rows)
-                active = self._active_among(scope, ranked)
-                kept = [int(i) for i in ranked if int(i) in active]
-                if len(kept) >= limit or len(ranked) < want:
-                    return kept[:limit]
-                want *= 4
+            newest = replica.newest
+        self._evict_replicas(keep=scope)
+        phrase_rows = self._phrase_rows(scope, list(pairs.values()), newest)
+        want = limit
+        while True:
+            ranked = replica.ranked(lexemes, conjunctive, as_of, want, phrase_rows)
+            active = self._active_among(scope, ranked)
+            kept = [int(i) for i in ranked if int(i) in active]
+            if len(kept) >= limit or len(ranked) < want:
+                return kept[:limit]
+            want *= 4
 
     def _replica(self, scope: str) -> ScopeReplica:
         with self._replicas_lock:
@@ -987,7 +992,9 @@ class PostgresStore:
         """PostgreSQL's lexemes of each query word (none for a stop word), cached; the words
         not yet cached cost one round trip together."""
         cache = self._lexeme_cache
-        missing = [word for word in dict.fromkeys(words) if word not in cache]
+        # Read the cache once: another thread may clear it at any moment.
+        found = {word: cache.get(word) for word in dict.fromkeys(words)}
+        missing = [word for word, lexemes in found.items() if lexemes is None]
         if missing:
             with self._connection() as conn:
                 rows = conn.execute(
@@ -995,10 +1002,12 @@ class PostgresStore:
                        FROM unnest(%s::text[]) AS w""",
                     (missing,),
                 ).fetchall()
+            fetched = {word: tuple(lexemes) for word, lexemes in rows}
             if len(cache) > 50_000:  # bounded; a dict clear is atomic
                 cache.clear()
-            cache.update((word, tuple(lexemes)) for word, lexemes in rows)
-        return {word: cache.get(word, ()) for word in words}
+            cache.update(fetched)
+            found.update(fetched)
+        return {word: found.get(word) or () for word in words}
 
     def _rows_after(
         self, scope: str, after: int
@@ -1093,7 +1102,7 @@ class PostgresStore:
                     GROUP BY r.id ORDER BY count(*) DESC, r.id DESC LIMIT %(limit)s""",
                 {
                     "scope": scope,
-                    "labels": [label.replace("\x00", "") for label in labels],
+                    "labels": [UNSTORABLE.sub("", label) for label in labels],
                     "as_of": as_of,
                     "limit": limit,
                 },

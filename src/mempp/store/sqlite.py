@@ -28,7 +28,7 @@ import numpy as np
 from mempp.bm25 import Bm25Index
 from mempp.dates import now_key
 from mempp.errors import EncoderMismatch, InvalidInput, StoreError
-from mempp.query import LexicalQuery
+from mempp.query import LexicalQuery, storable_query
 from mempp.records import AddResult, Document, Record, State, text_hash
 from mempp.store.base import (
     ChangeRecord,
@@ -520,6 +520,7 @@ class SQLiteStore:
             return [r[0] for r in self._conn.execute("SELECT DISTINCT scope FROM records")]
 
     def lexical(self, scope: str, query: LexicalQuery, as_of: int | None, limit: int) -> list[int]:
+        query = storable_query(query)
         if query.unique_stems:
             query = self._one_term_per_stem(query)
         expression = fts_match_expression(query)
