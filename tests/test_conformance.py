@@ -18,9 +18,10 @@ BM25 too under ``Settings(lexical_rank="bm25")`` (the default preset), from an i
 of its ``tsvector`` postings (``mempp.store.pg_bm25``): the same formula, phrases included,
 so the orders are equal wherever the engines count the same lengths, frequencies and
 rarities. That holds for one scope of rows whose words both analysers keep and stem alike;
-it fails where the analysers differ (below: PostgreSQL's stop words shorten its rows), and
-with several scopes, since FTS5 counts N and the mean length over the whole table and
-PostgreSQL over the scope. Under ``lexical_rank="cover_density"`` (the paper presets and
+it fails where the analysers differ (below: PostgreSQL's stop words shorten its rows), for
+a word a row holds more than 255 times (PostgreSQL keeps 255 positions), and with several
+scopes, since FTS5 counts N and the mean length over the whole table and PostgreSQL over
+the scope. Under ``lexical_rank="cover_density"`` (the paper presets and
 ``Settings()``), PostgreSQL ranks with ``ts_rank_cd(tsv, query)`` (cover density,
 normalisation 0), the paper's function. Both engines break equal scores by the newer id.
 Against BM25, cover density agrees when matching rows have the same length and the same
