@@ -256,7 +256,8 @@ class MiniLMEmbedder:
     A call that spans several batches runs them on ``workers`` threads (default: the cores this
     process may use, at most 8), each with a single-threaded BLAS. Splitting batches keeps
     every core busy through attention, GELU and LayerNorm as well as the matrix products,
-    where one multi-threaded BLAS leaves the other cores waiting (measured 1.26x on 2 cores).
+    where one multi-threaded BLAS leaves the other cores waiting (measured 1.16-1.23x faster
+    on 2 cores, `benchmarks/bench_encoder.py --serial`).
     """
 
     def __init__(
