@@ -1068,7 +1068,7 @@ class PostgresStore:
         found: list[tuple[list[int], list[float]]] = [([], []) for _ in phrases]
         for n, record_id, first, second in rows:
             follows = {p - 1 for p in second or ()}
-            # PostgreSQL keeps at most 256 positions a lexeme; it matched, so at least once.
+            # PostgreSQL keeps at most 255 positions a lexeme; it matched, so at least once.
             occurrences = max(1, sum(1 for p in first or () if p in follows))
             found[n - 1][0].append(record_id)
             found[n - 1][1].append(float(occurrences))
