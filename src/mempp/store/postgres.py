@@ -720,6 +720,10 @@ class PostgresStore:
             results[index] = future.result()
         return results  # type: ignore[return-value]
 
+    def warm(self, scope: str) -> None:
+        # Vectors stay in the server; the BM25 replica of the scope is built here.
+        self._caught_up(scope)
+
     def _on_spare_connection(self, call: Callable[[], T]) -> T:
         try:
             return call()
@@ -956,11 +960,7 @@ class PostgresStore:
             if len(first) == 1 and len(second) == 1:  # a stop word has no lexeme
                 key = (first[0], second[0]) if query.unique_stems else phrase
                 pairs.setdefault(key, (phrase, first[0], second[0]))
-        replica = self._replica(scope)
-        with replica.lock:  # one catch-up at a time; ranking may run beside another one
-            replica.catch_up(lambda after: self._rows_after(scope, after))
-            newest = replica.newest
-        self._evict_replicas(keep=scope)
+        replica, newest = self._caught_up(scope)
         phrase_rows = self._phrase_rows(scope, list(pairs.values()), newest)
         want = limit
         while True:
@@ -970,6 +970,15 @@ class PostgresStore:
             if len(kept) >= limit or len(ranked) < want:
                 return kept[:limit]
             want *= 4
+
+    def _caught_up(self, scope: str) -> tuple[ScopeReplica, int]:
+        """The scope's replica holding every committed row, and the newest id it holds."""
+        replica = self._replica(scope)
+        with replica.lock:  # one catch-up at a time; ranking may run beside another one
+            replica.catch_up(lambda after: self._rows_after(scope, after))
+            newest = replica.newest
+        self._evict_replicas(keep=scope)
+        return replica, newest
 
     def _replica(self, scope: str) -> ScopeReplica:
         with self._replicas_lock:

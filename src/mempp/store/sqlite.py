@@ -295,6 +295,16 @@ def _quoted(term: str) -> str:
     return '"' + term.replace("\x00", "").replace('"', '""') + '"'
 
 
+class _ClosedConnection:
+    """Stands in for the connection of a closed store: any use says so, as a StoreError."""
+
+    def __init__(self, location: str) -> None:
+        self._location = location
+
+    def __getattr__(self, name: str) -> Any:
+        raise StoreError(f"{self._location} is closed")
+
+
 class SQLiteStore:
     """The default engine: a single local file, no server."""
 
@@ -373,11 +383,24 @@ class SQLiteStore:
 
     def close(self) -> None:
         with self._lock:
-            self._conn.close()
+            if not isinstance(self._conn, _ClosedConnection):
+                self._conn.close()
+                self._conn = _ClosedConnection(self.location)  # type: ignore[assignment]
 
     def gather(self, calls: Sequence[Callable[[], T]]) -> list[T]:
         # One connection behind one lock: threads would only queue for it.
         return [call() for call in calls]
+
+    def warm(self, scope: str) -> None:
+        # The vectors and the bm25 replica cover every scope of the file at once.
+        with self._lock:
+            self._vector_index()
+            self._bm25_ready()  # on a large store, starts the replica's build
+            building = self._bm25_thread
+        if building is not None:
+            building.join()  # outside the lock: searches go on (through FTS5) meanwhile
+            with self._lock:
+                self._bm25_ready()
 
     def schema_version(self) -> int:
         with self._lock:
