@@ -254,9 +254,63 @@ def test_get_prints_records_whole_and_info_counts_them(capsys, tmp_path) -> None
     assert code == 0 and out.startswith("record 2 | undated | - | thread #ops | archived")
 
 
+def test_export_writes_records_that_ingest_reads_back(capsys, tmp_path) -> None:
+    db, copy = str(tmp_path / "m.db"), str(tmp_path / "copy.db")
+    run(
+        capsys,
+        "--db",
+        db,
+        "add",
+        "Plan: ship Friday",
+        "--author",
+        "Ana",
+        "--date",
+        "2024-03-01T09:30:00",
+        "--tag",
+        "release",
+        "--source",
+        "slack://1",
+        "--thread",
+        "#launch",
+    )
+    run(
+        capsys, "--db", db, "add", "Plan moved to Monday", "--author", "Ben", "--date", "2024-03-02"
+    )
+    run(capsys, "--db", db, "add", "Multi-line\nnote, ünïcödé", "--tag", "a", "--tag", "b")
+    store = open_store(db)
+    store.set_state("default", [1], "archived", 2)
+    store.close()
+
+    code, out, err = run(capsys, "--db", db, "export")
+    lines = [json.loads(line) for line in out.splitlines()]
+    assert code == 0 and err == "exported 3 records\n"
+    assert [line["id"] for line in lines] == [1, 2, 3]
+    assert lines[0]["date"] == "2024-03-01T09:30:00"  # the time of day is kept
+    assert (lines[0]["state"], lines[0]["superseded_by"]) == ("archived", 2)
+    code, out, _ = run(capsys, "--db", db, "export", "--active-only")
+    assert [json.loads(line)["id"] for line in out.splitlines()] == [2, 3]
+
+    target = tmp_path / "out" / "records.jsonl"
+    target.parent.mkdir()
+    code, _, _ = run(capsys, "--db", db, "export", "--out", str(target))
+    assert code == 0 and sorted(p.name for p in target.parent.iterdir()) == ["records.jsonl"]
+    code, out, _ = run(capsys, "--db", copy, "ingest", str(target), "--json")
+    assert code == 0 and json.loads(out)["added"] == 3
+    fields = ("text", "author", "date", "tags", "source", "thread")
+    code, out, _ = run(capsys, "--db", copy, "export")
+    again = [json.loads(line) for line in out.splitlines()]
+    assert [[r[f] for f in fields] for r in again] == [[r[f] for f in fields] for r in lines]
+    assert {r["state"] for r in again} == {"active"}  # states are the source store's own
+
+    code, _, err = run(capsys, "--db", db, "export", "--out", str(tmp_path / "no" / "x.jsonl"))
+    assert code == 2 and "does not exist" in err
+    code, _, err = run(capsys, "--db", db, "export", "--out", str(tmp_path))
+    assert code == 2 and "is a folder" in err
+
+
 def test_reading_a_missing_database_is_an_error_and_creates_nothing(capsys, tmp_path) -> None:
     db = tmp_path / "typo.db"
-    for command in (["search", "x"], ["evidence", "x"], ["get", "1"], ["info"]):
+    for command in (["search", "x"], ["evidence", "x"], ["get", "1"], ["info"], ["export"]):
         code, out, err = run(capsys, "--db", str(db), *command)
         assert code == 1 and out == "" and "no database at" in err
     assert not db.exists()

@@ -337,6 +337,31 @@ def test_gather_keeps_order_and_raises_only_when_no_call_runs(engine_location: s
         store.close()
 
 
+def test_records_pages_through_a_scope_in_write_order(engine_location: str) -> None:
+    with (
+        open_memory(engine_location, scope="acme") as acme,
+        open_memory(engine_location, scope="globex") as globex,
+    ):
+        written = []
+        for i in range(7):
+            written.append(acme.add(f"alpha note {i}", author="Ana", date=f"2024-01-0{i + 1}").id)
+            globex.add(f"beta note {i}")
+        acme.store.set_state("acme", [written[2], written[5]], "archived", written[6])
+        every = list(acme.records(page=3))
+        assert [r.id for r in every] == written  # archived ones too, other scopes not
+        assert every[2].state == "archived" and every[2].superseded_by == written[6]
+        assert every[0] == acme.get(written[0])
+        active = [r.id for r in acme.records(active_only=True, page=2)]
+        assert active == [w for w in written if w not in (written[2], written[5])]
+        assert [r.text for r in globex.records()] == [f"beta note {i}" for i in range(7)]
+        store = acme.store
+        assert [r.id for r in store.records_after("acme", written[3], 2)] == written[4:6]
+        assert store.records_after("acme", written[-1], 10) == []
+        assert store.records_after("nobody", 0, 10) == []
+        with pytest.raises(InvalidInput, match="page"):
+            list(acme.records(page=0))
+
+
 def test_a_closed_store_says_so(engine_location: str) -> None:
     memory = open_memory(engine_location)
     memory.add("alpha budget", author="Ana")

@@ -1,4 +1,4 @@
-"""The ``mempp`` command: add, ingest, get, info, search, evidence and ask over a store.
+"""The ``mempp`` command: add, ingest, get, info, export, search, evidence and ask over a store.
 
 Exit codes: 0 success, 1 operational error (store cannot be opened, ...), 2 bad input
 (bad date, bad option; nothing is stored), 3 ingest finished but some items failed.
@@ -7,6 +7,7 @@ Exit codes: 0 success, 1 operational error (store cannot be opened, ...), 2 bad 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sqlite3
@@ -73,6 +74,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     info = commands.add_parser("info", help="what the store holds: records, encoder, schema")
     info.add_argument("--json", action="store_true", help="print a JSON object")
+
+    export = commands.add_parser(
+        "export", help="write every record as JSON Lines (which `mempp ingest` reads back)"
+    )
+    export.add_argument("--out", help="file to write (default: standard output)")
+    export.add_argument("--active-only", action="store_true", help="leave archived records out")
 
     for name, text in (("search", "ranked hits"), ("evidence", "the evidence block")):
         sub = commands.add_parser(name, help=f"print {text} for a query")
@@ -174,14 +181,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     except MemppError as exc:
         _fail(str(exc))
         return EXIT_ERROR
+    except BrokenPipeError:  # the reader went away (`mempp export | head`): not an error
+        # Point stdout at /dev/null so the interpreter's final flush does not fail again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_OK
     except (sqlite3.Error, OSError) as exc:  # the file system or the database said no
         _fail(f"{type(exc).__name__}: {exc}")
         return EXIT_ERROR
     except KeyboardInterrupt:
         _fail("interrupted; every finished batch is stored, the current one is not")
         return 130
-    except BrokenPipeError:
-        return EXIT_OK
 
 
 def _fail(message: str) -> None:
@@ -210,6 +219,12 @@ def _dispatch(args: argparse.Namespace) -> int:
         raise InvalidInput("-k must be >= 1")
     if args.command == "evidence":
         args.packing = _packing(args)  # validated before the store is opened
+    if args.command == "export" and args.out is not None:
+        folder = os.path.dirname(os.path.abspath(args.out))
+        if not os.path.isdir(folder):
+            raise InvalidInput(f"cannot write {args.out}: folder {folder} does not exist")
+        if os.path.isdir(args.out):
+            raise InvalidInput(f"cannot write {args.out}: it is a folder")
     llm = None
     if args.command == "ask":
         from mempp.llm import LLMClient
@@ -240,6 +255,8 @@ def _dispatch(args: argparse.Namespace) -> int:
             return _get(memory, args)
         if args.command == "info":
             return _info(memory, args)
+        if args.command == "export":
+            return _export(memory, args)
         if args.command == "search":
             return _search(memory, args)
         if args.command == "ask":
@@ -401,6 +418,28 @@ def _info(memory, args: argparse.Namespace) -> int:  # type: ignore[no-untyped-d
     print(f"records   {records} ({active} active, {records - active} archived)")
     print("encoder   " + ("none yet" if encoder is None else f"{encoder[0]} ({encoder[1]}-d)"))
     print(f"schema    {store.schema_version()}")
+    return EXIT_OK
+
+
+def _export(memory, args: argparse.Namespace) -> int:  # type: ignore[no-untyped-def]
+    from mempp.export import write_jsonl
+
+    records = memory.records(active_only=args.active_only)
+    if args.out is None:
+        written = write_jsonl(records, sys.stdout)
+    else:
+        # Written aside and renamed when complete: an interrupted export leaves no file that
+        # looks whole.
+        partial = f"{args.out}.partial"
+        try:
+            with open(partial, "w", encoding="utf-8") as handle:
+                written = write_jsonl(records, handle)
+            os.replace(partial, args.out)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.remove(partial)
+            raise
+    print(f"exported {written} records", file=sys.stderr)
     return EXIT_OK
 
 

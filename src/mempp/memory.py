@@ -11,7 +11,7 @@ with Memory("org.db") as memory:
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import date, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -268,6 +268,19 @@ class Memory:
         from mempp.answer import ask
 
         return ask(self, question, as_of=as_of, k=k, llm=llm, budget=budget, packing=packing)
+
+    def records(self, *, active_only: bool = False, page: int = 1000) -> Iterator[Record]:
+        """Every record of this scope in the order written (archived ones too, unless
+        ``active_only``), read a page at a time: rows written meanwhile are included."""
+        if not isinstance(page, int) or isinstance(page, bool) or page < 1:
+            raise InvalidInput(f"page must be an integer >= 1, got {page!r}")
+        after = 0
+        while True:
+            batch = self._store.records_after(self.scope, after, page, active_only=active_only)
+            yield from batch
+            if len(batch) < page:
+                return
+            after = batch[-1].id
 
     def get(self, record_id: int) -> Record:
         """The record with this id (any state). Raises ``RecordNotFound``."""

@@ -76,6 +76,13 @@ class Store(Protocol):
 
     def count(self, scope: str, *, active_only: bool = True) -> int: ...
 
+    def records_after(
+        self, scope: str, after: int, limit: int, *, active_only: bool = False
+    ) -> list[Record]:
+        """Up to ``limit`` records of ``scope`` with ids above ``after``, in id order (the
+        order they were written): a page of the whole record, for export and inspection."""
+        ...
+
     def lexical(self, scope: str, query: LexicalQuery, as_of: int | None, limit: int) -> list[int]:
         """Full-text leg: ids ranked by relevance (best first)."""
         ...

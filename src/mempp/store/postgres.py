@@ -891,6 +891,18 @@ class PostgresStore:
                 f"SELECT count(*) FROM records WHERE scope = %s{condition}", (scope,)
             ).fetchone()[0]
 
+    def records_after(
+        self, scope: str, after: int, limit: int, *, active_only: bool = False
+    ) -> list[Record]:
+        condition = " AND state = 'active'" if active_only else ""
+        with self._connection() as conn:
+            rows = conn.execute(
+                f"""SELECT {_RECORD_COLUMNS} FROM records
+                    WHERE scope = %s AND id > %s{condition} ORDER BY id LIMIT %s""",
+                (scope, int(after), int(limit)),
+            ).fetchall()
+        return [_row_to_record(row) for row in rows]
+
     def scopes(self) -> list[str]:
         with self._connection() as conn:
             return [r[0] for r in conn.execute("SELECT DISTINCT scope FROM records")]

@@ -538,6 +538,20 @@ class SQLiteStore:
                 f"SELECT count(*) FROM records WHERE scope = ?{condition}", (scope,)
             ).fetchone()[0]
 
+    def records_after(
+        self, scope: str, after: int, limit: int, *, active_only: bool = False
+    ) -> list[Record]:
+        condition = " AND state = 'active'" if active_only else ""
+        with self._lock:
+            rows = self._conn.execute(
+                # "+scope": walk the primary key from ``after`` and stop at ``limit`` rows,
+                # instead of sorting the whole scope for every page.
+                f"""SELECT {_RECORD_COLUMNS} FROM records
+                    WHERE +scope = ? AND id > ?{condition} ORDER BY id LIMIT ?""",
+                (scope, int(after), int(limit)),
+            ).fetchall()
+        return [_row_to_record(row) for row in rows]
+
     def scopes(self) -> list[str]:
         with self._lock:
             return [r[0] for r in self._conn.execute("SELECT DISTINCT scope FROM records")]
