@@ -215,7 +215,7 @@ def test_search_and_evidence_json(capsys, tmp_path) -> None:
     assert code == 2 and "must not exceed threshold" in err
 
 
-def test_get_prints_records_whole_and_info_counts_them(capsys, tmp_path) -> None:
+def test_get_prints_records_whole(capsys, tmp_path) -> None:
     db = str(tmp_path / "m.db")
     long_text = "Decision log.\n\n" + " ".join(f"point {i}." for i in range(300))
     run(capsys, "--db", db, "add", long_text, "--author", "Ana", "--date", "2024-03-01T09:30:00")
@@ -230,6 +230,10 @@ def test_get_prints_records_whole_and_info_counts_them(capsys, tmp_path) -> None
     code, out, _ = run(capsys, "--db", db, "get", "1", "1", "--json")
     assert code == 0 and [r["text"] for r in json.loads(out)] == [long_text]
 
+
+def test_get_refuses_missing_and_malformed_ids(capsys, tmp_path) -> None:
+    db = str(tmp_path / "m.db")
+    run(capsys, "--db", db, "add", "Short note")
     code, out, err = run(capsys, "--db", db, "get", "1", "7")
     assert code == 1 and out == ""  # nothing printed when any id is missing
     assert err == "mempp: error: no record 7 in scope 'default'\n"
@@ -240,9 +244,17 @@ def test_get_prints_records_whole_and_info_counts_them(capsys, tmp_path) -> None
             main(["--db", db, "get", bad])
         assert exc.value.code == 2
 
+
+def test_info_counts_records_by_state(capsys, tmp_path, monkeypatch) -> None:
+    db = str(tmp_path / "m.db")
+    run(capsys, "--db", db, "add", "Decision log")
+    run(capsys, "--db", db, "add", "Short note", "--thread", "#ops")
     store = open_store(db)
     store.set_state("default", [2], "archived", None)
     store.close()
+    # Reading commands need no encoder: a misconfigured remote one must not stop them.
+    monkeypatch.setenv("MEMPP_ENCODER", "openai")
+    monkeypatch.delenv("MEMPP_EMBED_BASE_URL", raising=False)
     code, out, _ = run(capsys, "--db", db, "info", "--json")
     facts = json.loads(out)
     assert code == 0 and (facts["records"], facts["active"], facts["archived"]) == (2, 1, 1)

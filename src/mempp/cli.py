@@ -20,6 +20,7 @@ from mempp.encoders import ENV_ENCODER, embedder_named
 from mempp.errors import InvalidInput, MemppError
 from mempp.evidence import Evidence
 from mempp.packing import PackingOptions
+from mempp.records import Record
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_PARTIAL = 0, 1, 2, 3
 
@@ -280,7 +281,8 @@ def _open(args: argparse.Namespace):  # type: ignore[no-untyped-def]
     # Built before the store is opened, so a missing endpoint fails fast; the local default
     # is left to Memory, which loads it only when something needs encoding.
     name = args.encoder or os.environ.get(ENV_ENCODER)
-    embedder = None if name is None else embedder_named(name)
+    encodes = args.command not in ("get", "info", "export")  # these only read rows
+    embedder = None if name is None or not encodes else embedder_named(name)
     return Memory(location, scope=args.scope or DEFAULT_SCOPE, embedder=embedder)
 
 
@@ -375,30 +377,37 @@ def _get(memory, args: argparse.Namespace) -> int:  # type: ignore[no-untyped-de
     for number, record in enumerate(records):
         if number:
             print()
-        head = [f"record {record.id}", record.day or "undated", record.author or "-"]
-        if record.thread:
-            head.append(f"thread {record.thread}")
-        head.append(record.state)
-        if record.superseded_by is not None:
-            head.append(f"superseded by {record.superseded_by}")
-        print(" | ".join(head))
-        details = [f"ingested {record.ingested_at}"]
-        if record.date and record.date != record.day:
-            details.insert(0, f"dated {record.date}")
-        if record.tags:
-            details.append("tags " + ", ".join(record.tags))
-        if record.source:
-            details.append(f"source {record.source}")
-        print(" | ".join(details))
-        print()
-        print(record.text)
+        _print_record(record)
     return EXIT_OK
+
+
+def _print_record(record: Record) -> None:
+    """Two header lines (what the evidence header says, then the rest), a blank line, the
+    text as stored."""
+    head = [f"record {record.id}", record.day or "undated", record.author or "-"]
+    if record.thread:
+        head.append(f"thread {record.thread}")
+    head.append(record.state)
+    if record.superseded_by is not None:
+        head.append(f"superseded by {record.superseded_by}")
+    details = [f"ingested {record.ingested_at}"]
+    if record.date and record.date != record.day:
+        details.insert(0, f"dated {record.date}")
+    if record.tags:
+        details.append("tags " + ", ".join(record.tags))
+    if record.source:
+        details.append(f"source {record.source}")
+    print(" | ".join(head))
+    print(" | ".join(details))
+    print()
+    print(record.text)
 
 
 def _info(memory, args: argparse.Namespace) -> int:  # type: ignore[no-untyped-def]
     store = memory.store
-    records = store.count(memory.scope, active_only=False)
+    # Active first: rows are never deleted, so the total read after it cannot be smaller.
     active = store.count(memory.scope)
+    records = store.count(memory.scope, active_only=False)
     encoder = store.encoder()
     if args.json:
         _print_json(

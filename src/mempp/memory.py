@@ -11,6 +11,7 @@ with Memory("org.db") as memory:
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import date, datetime
 from typing import TYPE_CHECKING, Any
@@ -60,6 +61,7 @@ class Memory:
         self.scope = scope
         self.settings = _resolve_settings(settings)
         self._embedder = embedder
+        self._embedder_lock = threading.Lock()
         self._encoder_bound = False
         self._store: Store = open_store(location)
 
@@ -80,7 +82,10 @@ class Memory:
     @property
     def embedder(self) -> Embedder:
         if self._embedder is None:
-            self._embedder = default_embedder()
+            # warm() in one thread and a search in another must not load the weights twice.
+            with self._embedder_lock:
+                if self._embedder is None:
+                    self._embedder = default_embedder()
         return self._embedder
 
     def __len__(self) -> int:
@@ -88,9 +93,10 @@ class Memory:
 
     def warm(self) -> None:
         """Load now what the first search would load: the encoder, and the store's in-RAM
-        indexes for this scope (SQLite's vectors and BM25 replica, PostgreSQL's BM25 replica).
-        The first search is then as fast as later ones. It may run in a thread of its own,
-        e.g. while a server starts, as searches and writes go on."""
+        indexes for this scope (SQLite's vectors, and from 20,000 records its BM25 replica;
+        PostgreSQL's BM25 replica). The first search is then as fast as later ones. It may
+        run in a thread of its own, e.g. while a server starts, as searches and writes go
+        on; closing the store meanwhile makes it raise ``StoreError``."""
         if self.settings.w_vec > 0:
             self.embedder  # noqa: B018 - loads the weights
         self._store.warm(self.scope)

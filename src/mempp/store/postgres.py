@@ -624,6 +624,8 @@ class PostgresStore:
         errors mempp raises on purpose pass through.
         """
         psycopg = self._psycopg
+        if self._closed:
+            raise StoreError(f"{self.location} is closed")
         try:
             with self._pool.connection() as conn:
                 yield conn

@@ -16,6 +16,7 @@ import json
 import os
 import sqlite3
 import threading
+import urllib.parse
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
@@ -302,6 +303,8 @@ class _ClosedConnection:
         self._location = location
 
     def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):  # keep Python's own protocol probes (copy, pickle) working
+            raise AttributeError(name)
         raise StoreError(f"{self._location} is closed")
 
 
@@ -386,6 +389,7 @@ class SQLiteStore:
             if not isinstance(self._conn, _ClosedConnection):
                 self._conn.close()
                 self._conn = _ClosedConnection(self.location)  # type: ignore[assignment]
+            self._index = self._bm25 = self._bm25_built = None  # their RAM goes now
 
     def gather(self, calls: Sequence[Callable[[], T]]) -> list[T]:
         # One connection behind one lock: threads would only queue for it.
@@ -1086,7 +1090,13 @@ class SQLiteStore:
     def _build_bm25(self) -> None:
         """Read FTS5's postings once, on a connection of its own (runs in a thread)."""
         try:
-            conn = sqlite3.connect(self.location, timeout=BUSY_TIMEOUT_S)
+            # Read-only: if the store is closed and its file moved meanwhile, this must not
+            # create an empty database in its place.
+            conn = sqlite3.connect(
+                f"file:{urllib.parse.quote(self.location)}?mode=ro",
+                uri=True,
+                timeout=BUSY_TIMEOUT_S,
+            )
             try:
                 conn.execute(
                     "CREATE VIRTUAL TABLE temp.mempp_postings "
@@ -1107,7 +1117,8 @@ class SQLiteStore:
         except sqlite3.Error:
             return  # stay on FTS5, which is always correct
         with self._lock:
-            self._bm25_built = bm25
+            if not isinstance(self._conn, _ClosedConnection):  # else nobody would free it
+                self._bm25_built = bm25
 
     def _bm25_catch_up(self, bm25: Bm25Index) -> None:
         """Tokenise rows added since the replica was built, with FTS5's own tokenizer."""
