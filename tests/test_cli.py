@@ -259,9 +259,10 @@ def test_info_counts_records_by_state(capsys, tmp_path, monkeypatch) -> None:
     facts = json.loads(out)
     assert code == 0 and (facts["records"], facts["active"], facts["archived"]) == (2, 1, 1)
     assert facts["encoder"] == {"name": "all-MiniLM-L6-v2/256", "dim": 384}
-    assert facts["schema"] == MIGRATIONS[-1].version
+    assert facts["schema"] == MIGRATIONS[-1].version and facts["scopes"] == ["default"]
     code, out, _ = run(capsys, "--db", db, "info")
     assert code == 0 and "records   2 (1 active, 1 archived)" in out
+    assert "scopes    1: default" in out
     code, out, _ = run(capsys, "--db", db, "get", "2")
     assert code == 0 and out.startswith("record 2 | undated | - | thread #ops | archived")
 

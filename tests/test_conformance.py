@@ -250,6 +250,7 @@ def test_scopes_isolate_tenants_and_dedupe(engine_location: str) -> None:
         assert len(globex) == 1
         assert globex.store.get("globex", [secret]) == {}
         assert globex.store.count("acme") == 1
+        assert globex.store.scopes() == ["acme", "globex"]
 
 
 def test_archived_rows_never_appear_superseded_rows_compete(engine_location: str) -> None:

@@ -23,6 +23,7 @@ from mempp.packing import PackingOptions
 from mempp.records import Record
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_PARTIAL = 0, 1, 2, 3
+INFO_SCOPES_SHOWN = 10  # `info` names this many scopes; --json lists them all
 
 
 class CliError(Exception):
@@ -409,6 +410,7 @@ def _info(memory, args: argparse.Namespace) -> int:  # type: ignore[no-untyped-d
     active = store.count(memory.scope)
     records = store.count(memory.scope, active_only=False)
     encoder = store.encoder()
+    scopes = store.scopes()
     if args.json:
         _print_json(
             {
@@ -419,6 +421,7 @@ def _info(memory, args: argparse.Namespace) -> int:  # type: ignore[no-untyped-d
                 "archived": records - active,
                 "encoder": None if encoder is None else {"name": encoder[0], "dim": encoder[1]},
                 "schema": store.schema_version(),
+                "scopes": scopes,
             }
         )
         return EXIT_OK
@@ -427,6 +430,10 @@ def _info(memory, args: argparse.Namespace) -> int:  # type: ignore[no-untyped-d
     print(f"records   {records} ({active} active, {records - active} archived)")
     print("encoder   " + ("none yet" if encoder is None else f"{encoder[0]} ({encoder[1]}-d)"))
     print(f"schema    {store.schema_version()}")
+    shown = ", ".join(scopes[:INFO_SCOPES_SHOWN]) + (
+        ", ..." if len(scopes) > INFO_SCOPES_SHOWN else ""
+    )
+    print(f"scopes    {len(scopes)}" + (f": {shown}" if scopes else ""))
     return EXIT_OK
 
 

@@ -76,6 +76,10 @@ class Store(Protocol):
 
     def count(self, scope: str, *, active_only: bool = True) -> int: ...
 
+    def scopes(self) -> list[str]:
+        """Every scope holding at least one record (any state)."""
+        ...
+
     def records_after(
         self, scope: str, after: int, limit: int, *, active_only: bool = False
     ) -> list[Record]:

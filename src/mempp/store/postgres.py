@@ -907,7 +907,7 @@ class PostgresStore:
 
     def scopes(self) -> list[str]:
         with self._connection() as conn:
-            return [r[0] for r in conn.execute("SELECT DISTINCT scope FROM records")]
+            return [r[0] for r in conn.execute("SELECT DISTINCT scope FROM records ORDER BY scope")]
 
     def lexical(self, scope: str, query: LexicalQuery, as_of: int | None, limit: int) -> list[int]:
         query = storable_query(query)

@@ -558,7 +558,10 @@ class SQLiteStore:
 
     def scopes(self) -> list[str]:
         with self._lock:
-            return [r[0] for r in self._conn.execute("SELECT DISTINCT scope FROM records")]
+            return [
+                r[0]
+                for r in self._conn.execute("SELECT DISTINCT scope FROM records ORDER BY scope")
+            ]
 
     def lexical(self, scope: str, query: LexicalQuery, as_of: int | None, limit: int) -> list[int]:
         query = storable_query(query)
