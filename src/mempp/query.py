@@ -146,18 +146,22 @@ def date_spans(question: str) -> tuple[tuple[int, int], ...]:
     """
     spans: list[tuple[int, int]] = []
     taken: list[tuple[int, int]] = []
-    for pattern, (y, m, d) in _DATE_PATTERNS:
+    for pattern, groups in _DATE_PATTERNS:
         for match in pattern.finditer(question):
             if any(start <= match.start() < end for start, end in taken):
                 continue
             taken.append(match.span())
-            span = _span(match.group(y), match.group(m), None if d is None else match.group(d))
+            span = _span(match, groups)
             if span is not None and span not in spans:
                 spans.append(span)
     return tuple(spans)
 
 
-def _span(year: str, month: str, day: str | None) -> tuple[int, int] | None:
+def _span(match: re.Match[str], groups: tuple[int, int, int | None]) -> tuple[int, int] | None:
+    """The ``[start, end)`` date keys of the day or month a date pattern matched, given the
+    pattern's group numbers of year, month and day (None: a whole month)."""
+    year, month = match.group(groups[0]), match.group(groups[1])
+    day = None if groups[2] is None else match.group(groups[2])
     number = int(month) if month.isdigit() else _MONTHS.index(month.lower()) + 1
     try:
         if day is None:
@@ -182,11 +186,11 @@ def question_as_of(question: str) -> int | None:
     inclusive key, like a bare as-of date). The first such phrase counts; a date that does not
     follow one of those phrases sets no bound."""
     for phrase in _AS_OF_PHRASE.finditer(question):
-        for pattern, (y, m, d) in _DATE_PATTERNS:
+        for pattern, groups in _DATE_PATTERNS:
             match = pattern.match(question, phrase.end())
             if match is None:
                 continue
-            span = _span(match.group(y), match.group(m), None if d is None else match.group(d))
+            span = _span(match, groups)
             if span is not None:
                 return span[1] - 1
             break  # the phrase names an invalid date: no bound from it

@@ -280,20 +280,19 @@ def _row_to_run(row: sqlite3.Row | tuple) -> RunInfo:
 
 
 def fts_match_expression(query: LexicalQuery) -> str | None:
-    """Quote every term as an FTS5 string literal and join them with AND / OR. A quoted
-    two-word phrase is an FTS5 phrase: its words must stand side by side."""
+    """Quote every term of a ``storable_query`` as an FTS5 string literal and join them with
+    AND / OR. A quoted two-word phrase is an FTS5 phrase: its words must stand side by side."""
     terms = list(query.terms)
     if query.mode == "disjunctive":
         terms += query.phrases
-    quoted = [_quoted(term) for term in terms if term.replace("\x00", "").strip()]
-    if not quoted:
+    if not terms:
         return None
     joiner = " AND " if query.mode == "conjunctive" else " OR "
-    return joiner.join(quoted)
+    return joiner.join(_quoted(term) for term in terms)
 
 
 def _quoted(term: str) -> str:
-    return '"' + term.replace("\x00", "").replace('"', '""') + '"'
+    return '"' + term.replace('"', '""') + '"'
 
 
 class _ClosedConnection:
