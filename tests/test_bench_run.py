@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +14,7 @@ import pytest
 from mempp import Memory
 from mempp.bench import cli, runner, systems
 from mempp.bench.chunking import whitespace_spans
-from mempp.bench.datasets import Question
+from mempp.bench.datasets import Benchmark, Question
 from mempp.bench.retrieve import MemppRetriever, clean_question
 from mempp.dates import parse_as_of
 from mempp.packing import PackingOptions
@@ -303,6 +304,32 @@ def test_mempp_systems_run_on_a_postgres_copy_of_the_store(
     )
 
 
+def _run_answering(
+    bench: Benchmark,
+    chosen: list[systems.System],
+    tmp_path: Path,
+    hook: Callable[[Question, str], dict[str, Any]],
+    answering: str,
+    **options: Any,
+) -> dict[str, Any]:
+    """A run on the tiny data whose ``answering`` system passes its evidence to ``hook``."""
+    run_options = runner.RunOptions(
+        resamples=20,
+        progress=False,
+        answer_hook=hook,
+        answer_systems=(answering,),
+        **options,
+    )
+    return runner.run(
+        bench,
+        chosen,
+        embedder=KeywordEmbedder(KEYWORDS),
+        cache_dir=tmp_path / "c",
+        options=run_options,
+        spans=whitespace_spans,
+    )
+
+
 def test_answer_hook_receives_question_and_evidence(tmp_path: Path, tiny: Path) -> None:
     seen: list[tuple[str, str]] = []
 
@@ -314,22 +341,7 @@ def test_answer_hook_receives_question_and_evidence(tmp_path: Path, tiny: Path) 
 
     bench = runner.load_benchmark("locomo", tiny)
     chosen = systems.select("locomo", ["vector", "bm25"])
-    options = runner.RunOptions(
-        sweep=(),
-        window=500,
-        resamples=20,
-        progress=False,
-        answer_hook=hook,
-        answer_systems=("vector",),
-    )
-    results = runner.run(
-        bench,
-        chosen,
-        embedder=KeywordEmbedder(KEYWORDS),
-        cache_dir=tmp_path / "c",
-        options=options,
-        spans=whitespace_spans,
-    )
+    results = _run_answering(bench, chosen, tmp_path, hook, "vector", sweep=(), window=500)
     assert len(seen) == 5  # only for the vector system
     assert seen[0][0] == "locomo-1-q0" and "alpha" in seen[0][1]
     rows = [r for r in results["questions"] if r["system"] == "vector"]
@@ -436,21 +448,8 @@ def test_packed_system_trades_text_for_records(tmp_path: Path, tiny: Path) -> No
         *systems.select("locomo", ["mempp-default"]),
         systems.System("tiny-packed", "mempp", "", systems.preset("default"), packing=small),
     ]
-    options = runner.RunOptions(
-        sweep=(3,),
-        window=10_000,
-        resamples=20,
-        progress=False,
-        answer_hook=hook,
-        answer_systems=("tiny-packed",),
-    )
-    results = runner.run(
-        bench,
-        chosen,
-        embedder=KeywordEmbedder(KEYWORDS),
-        cache_dir=tmp_path / "c",
-        options=options,
-        spans=whitespace_spans,
+    results = _run_answering(
+        bench, chosen, tmp_path, hook, "tiny-packed", sweep=(3,), window=10_000
     )
     rows = {(r["system"], r["question"]): r for r in results["questions"]}
     fewer = 0
