@@ -87,7 +87,7 @@ class FolderTree:
         file = self.root / name
         try:
             if file.stat().st_size > self._max_member:
-                raise MemberError(f"larger than {self._max_member // MIB} MiB")
+                raise MemberError(f"larger than {_size(self._max_member)}")
             return file.read_bytes()
         except OSError as exc:
             raise MemberError(exc.strerror or str(exc)) from None
@@ -105,9 +105,8 @@ class ZipTree:
         if declared > max_unpacked:
             self._zip.close()
             raise InvalidInput(
-                f"{path}: unpacks to {declared / GIB:.1f} GiB, over the "
-                f"{max_unpacked / GIB:g} GiB cap (a zip bomb?); if it is genuine, unpack it "
-                "and import the folder"
+                f"{path}: unpacks to {_size(declared)}, over the {_size(max_unpacked)} cap "
+                "(a zip bomb?); if it is genuine, unpack it and import the folder"
             )
         self._budget = _Budget(path, max_unpacked, max_member)
 
@@ -117,7 +116,7 @@ class ZipTree:
     def read(self, name: str) -> bytes:
         info = self._infos[name]
         if info.file_size > self._budget.max_member:  # declared: refuse before unpacking
-            raise MemberError(f"unpacks to more than {self._budget.max_member // MIB} MiB")
+            raise MemberError(f"unpacks to more than {_size(self._budget.max_member)}")
         try:
             with self._zip.open(info) as handle:
                 return self._budget.collect(iter(lambda: handle.read(_CHUNK), b""))
@@ -216,10 +215,10 @@ class _Budget:
             size += len(chunk)
             self.total += len(chunk)
             if size > self.max_member:
-                raise MemberError(f"unpacks to more than {self.max_member // MIB} MiB")
+                raise MemberError(f"unpacks to more than {_size(self.max_member)}")
             if self.total > self.max_unpacked:
                 raise InvalidInput(
-                    f"{self.path}: unpacks to more than the {self.max_unpacked / GIB:g} GiB cap "
+                    f"{self.path}: unpacks to more than the {_size(self.max_unpacked)} cap "
                     "(a zip bomb?); stopped there"
                 )
             parts.append(chunk)
@@ -277,3 +276,7 @@ def _zip64_size(extra: bytes) -> int:
             return int(struct.unpack_from("<Q", extra, position + 12)[0])
         position += 4 + size
     return 0xFFFFFFFF
+
+
+def _size(size: int) -> str:
+    return f"{size / GIB:.3g} GiB" if size >= GIB else f"{size / MIB:.3g} MiB"
