@@ -203,7 +203,8 @@ def _date(message: EmailMessage, notices: list[str]) -> datetime | None:
     parsed = getattr(header, "datetime", None) if header is not None else None
     if parsed is not None:
         return parsed
-    why = "no Date header" if header is None else f"unreadable Date header {str(header)!r}"
+    raw = next((value for name, value in message.raw_items() if name.lower() == "date"), "")
+    why = "no Date header" if header is None else f"unreadable Date header {raw.strip()!r}"
     for received in reversed(message.get_all("Received") or []):
         stamp = str(received).rpartition(";")[2].strip()
         try:
