@@ -79,16 +79,19 @@ class FolderTree:
         self._max_member = max_member
 
     def names(self) -> list[str]:
-        return sorted(
-            p.relative_to(self.root).as_posix() for p in self.root.rglob("*") if p.is_file()
-        )
+        found = []
+        for current, _, files in os.walk(self.root):
+            relative = os.path.relpath(current, self.root).replace(os.sep, "/")
+            prefix = "" if relative == "." else relative + "/"
+            found.extend(prefix + name for name in files)
+        return sorted(found)
 
     def read(self, name: str) -> bytes:
-        file = self.root / name
         try:
-            if file.stat().st_size > self._max_member:
-                raise MemberError(f"larger than {_size(self._max_member)}")
-            return file.read_bytes()
+            with open(os.path.join(self.root, name), "rb") as handle:
+                if os.fstat(handle.fileno()).st_size > self._max_member:
+                    raise MemberError(f"larger than {_size(self._max_member)}")
+                return handle.read()
         except OSError as exc:
             raise MemberError(exc.strerror or str(exc)) from None
 
