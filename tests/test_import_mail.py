@@ -272,3 +272,17 @@ def test_import_stores_on_both_engines_and_reimport_adds_nothing(tmp_path, engin
         assert {h.record.source for h in hits} >= {"mid:root@acme.example"}
         again = run_import(memory, get("mail"), box)
         assert again.added == 0 and again.skipped["duplicate"] == 4 and len(memory) == 4
+
+
+def test_html_only_mail_without_the_import_extra_is_reported_not_crashed(tmp_path, monkeypatch):
+    monkeypatch.setitem(__import__("sys").modules, "inscriptis", None)  # import fails
+    box = build_mbox(tmp_path / "news.mbox", [html_only(), CHAIN[0]])
+    found = items(box)
+    assert [(e.location, e.reason) for e in found if isinstance(e, ItemError)] == [
+        (
+            f"{box}:1",
+            "the message is HTML only: install the import extra "
+            "(pip install 'mempp[import]') to read it",
+        )
+    ]
+    assert list(docs(found)) == ["mid:root@acme.example"]
