@@ -286,3 +286,11 @@ def test_html_only_mail_without_the_import_extra_is_reported_not_crashed(tmp_pat
         )
     ]
     assert list(docs(found)) == ["mid:root@acme.example"]
+
+
+def test_one_bad_path_among_several_stores_nothing(tmp_path) -> None:
+    box = build_mbox(tmp_path / "team.mbox", CHAIN)
+    with Memory(tmp_path / "m.db", embedder=KeywordEmbedder()) as memory:
+        with pytest.raises(InvalidInput, match=r"missing\.mbox: no such file"):
+            run_import(memory, get("mail"), [box, tmp_path / "missing.mbox"])
+        assert len(memory) == 0

@@ -13,6 +13,7 @@ and returns an :class:`ImportReport`; with ``dry_run`` it parses and reports but
 
 from __future__ import annotations
 
+import itertools
 import os
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
@@ -154,17 +155,53 @@ def run_import(
     ``dry_run`` writes nothing; ``memory`` may then be ``None`` (no store to compare with), or
     a memory whose stored duplicates are counted as such. ``on_item`` sees every item that is
     not a document (to print failures as they come); ``progress(n)`` is called with the
-    number of items consumed since its last call. Raises ``InvalidInput`` for a path that
-    cannot be read at all; batches already written stay written.
+    number of items consumed since its last call. Raises ``InvalidInput``, before anything is
+    written, when a path cannot be read at all.
     """
+    return store_items(
+        memory,
+        read_paths(importer, path),
+        source=importer.name,
+        dry_run=dry_run,
+        batch_size=batch_size,
+        on_item=on_item,
+        progress=progress,
+    )
+
+
+def read_paths(
+    importer: Importer, path: str | os.PathLike[str] | Iterable[str | os.PathLike[str]]
+) -> Iterator[Item]:
+    """The items of every path in turn. Each path's reader is started here, so a path that
+    cannot be read at all raises ``InvalidInput`` now, before any item is stored."""
+    paths = [path] if isinstance(path, str | os.PathLike) else list(path)
+    streams: list[Iterator[Item]] = []
+    for one in paths:
+        stream = iter(importer.read(one))
+        first = next(stream, None)
+        streams.append(itertools.chain([first], stream) if first is not None else iter(()))
+    return itertools.chain.from_iterable(streams)
+
+
+def store_items(
+    memory: Memory | None,
+    items: Iterable[Item],
+    *,
+    source: str,
+    dry_run: bool = False,
+    batch_size: int = DEFAULT_BATCH,
+    on_item: Callable[[Item], None] | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> ImportReport:
+    """Store the documents among ``items`` and count the rest: :func:`run_import` once the
+    paths are open (the CLI opens them before it opens, maybe creates, the store)."""
     from mempp.errors import InvalidInput
 
     if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
         raise InvalidInput(f"batch_size must be an integer >= 1, got {batch_size!r}")
     if memory is None and not dry_run:
         raise InvalidInput("a memory to write to is needed unless dry_run is set")
-    paths = [path] if isinstance(path, str | os.PathLike) else list(path)
-    report = ImportReport(source=importer.name, dry_run=dry_run)
+    report = ImportReport(source=source, dry_run=dry_run)
     batch: list[Document] = []
     consumed = 0
 
@@ -177,28 +214,27 @@ def run_import(
             progress(consumed)
         consumed = 0
 
-    for one in paths:
-        for item in importer.read(one):
-            consumed += 1
-            if isinstance(item, Document):
-                report.read += 1
-                if item.date is None:
-                    report.undated += 1
-                batch.append(item)
-                if len(batch) >= batch_size:
-                    flush()
-                continue
-            if isinstance(item, ItemError):
-                report.failures.append(item)
-            elif isinstance(item, Skipped):
-                report.skipped[item.reason] += 1
-                if item.detail is not None:
-                    report.told.append(item)
-            elif isinstance(item, Notice):
-                consumed -= 1  # a notice accompanies an item; it is not one
-                report.notices.append(item)
-            if on_item is not None:
-                on_item(item)
+    for item in items:
+        consumed += 1
+        if isinstance(item, Document):
+            report.read += 1
+            if item.date is None:
+                report.undated += 1
+            batch.append(item)
+            if len(batch) >= batch_size:
+                flush()
+            continue
+        if isinstance(item, ItemError):
+            report.failures.append(item)
+        elif isinstance(item, Skipped):
+            report.skipped[item.reason] += 1
+            if item.detail is not None:
+                report.told.append(item)
+        elif isinstance(item, Notice):
+            consumed -= 1  # a notice accompanies an item; it is not one
+            report.notices.append(item)
+        if on_item is not None:
+            on_item(item)
     flush()
     return report
 

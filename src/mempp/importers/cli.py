@@ -55,13 +55,15 @@ def run(
     open_memory: Callable[[argparse.Namespace], Memory],
     location: str,
 ) -> int:
-    from mempp.importers import get, run_import
+    from tqdm import tqdm
+
+    from mempp.importers import get
+    from mempp.importers.base import read_paths, store_items
 
     if args.batch_size < 1:
         raise InvalidInput("--batch-size must be >= 1")
     importer = get("folder" if args.command == "ingest" else args.source)
-    from tqdm import tqdm
-
+    items = read_paths(importer, args.paths)  # a path that is no export fails here, storeless
     memory = None
     if not args.dry_run or _exists(location):  # a dry run creates no store
         memory = open_memory(args)
@@ -73,10 +75,10 @@ def run(
                 tqdm.write(line, file=sys.stderr)
 
         try:
-            report = run_import(
+            report = store_items(
                 memory,
-                importer,
-                args.paths,
+                items,
+                source=importer.name,
                 dry_run=args.dry_run,
                 batch_size=args.batch_size,
                 on_item=tell,
