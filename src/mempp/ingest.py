@@ -14,7 +14,7 @@ from pathlib import Path
 
 import yaml
 
-from mempp.errors import MemppError
+from mempp.errors import InvalidInput
 from mempp.records import Document
 
 TEXT_SUFFIXES = (".md", ".markdown", ".txt")
@@ -49,7 +49,7 @@ def read_sources(paths: list[str]) -> Iterator[Item]:
                 p for p in path.rglob("*") if p.is_file() and p.suffix.lower() in TEXT_SUFFIXES
             )
             if not files:
-                yield Item(raw, None, "no .md or .txt files in this folder")
+                yield Item(shown_path(raw), None, "no .md or .txt files in this folder")
             for file in files:
                 yield read_text_file(file)
         elif path.is_file() and path.suffix.lower() in JSONL_SUFFIXES:
@@ -57,27 +57,37 @@ def read_sources(paths: list[str]) -> Iterator[Item]:
         elif path.is_file() and path.suffix.lower() in TEXT_SUFFIXES:
             yield read_text_file(path)
         elif not path.exists():
-            yield Item(raw, None, "no such file or folder")
+            yield Item(shown_path(raw), None, "no such file or folder")
         else:
-            yield Item(raw, None, "not a .jsonl, .md or .txt file, nor a folder")
+            yield Item(shown_path(raw), None, "not a .jsonl, .md or .txt file, nor a folder")
+
+
+def shown_path(path: str | os.PathLike[str]) -> str:
+    """A path as printable text: bytes of a file name that are not UTF-8 (which Python holds
+    as lone surrogates) shown as ``\\xNN`` escapes."""
+    return os.fsencode(path).decode("utf-8", "backslashreplace")
 
 
 def read_jsonl(path: Path) -> Iterator[Item]:
+    name = shown_path(path)
     try:
-        handle = path.open(encoding="utf-8")
+        # utf-8-sig: a byte-order mark some editors write is not part of the first line.
+        handle = path.open(encoding="utf-8-sig")
     except OSError as exc:
-        yield Item(str(path), None, exc.strerror or str(exc))
+        yield Item(name, None, exc.strerror or str(exc))
         return
     with handle:
         number = 0
         try:
             for number, line in enumerate(handle, start=1):
-                location = f"{path}:{number}"
+                location = f"{name}:{number}"
                 if not line.strip():
                     continue
                 yield _from_json_line(location, line)
         except UnicodeDecodeError as exc:
-            yield Item(f"{path}:{number + 1}", None, f"not UTF-8 text ({exc.reason})")
+            yield Item(f"{name}:{number + 1}", None, f"not UTF-8 text ({exc.reason})")
+        except OSError as exc:
+            yield Item(f"{name}:{number + 1}", None, exc.strerror or str(exc))
 
 
 def _from_json_line(location: str, line: str) -> Item:
@@ -85,22 +95,24 @@ def _from_json_line(location: str, line: str) -> Item:
         obj = json.loads(line)
     except json.JSONDecodeError as exc:
         return Item(location, None, f"invalid JSON: {exc.msg} (column {exc.colno})")
+    except RecursionError:
+        return Item(location, None, "invalid JSON: nested too deeply")
+    except ValueError as exc:  # an integer of more than 4,300 digits
+        return Item(location, None, f"invalid JSON: {_first_line(exc)}")
     if not isinstance(obj, dict):
         return Item(location, None, "each line must be a JSON object")
-    if "text" not in obj:
-        return Item(location, None, "missing 'text'")
-    return _document(location, {k: obj.get(k) for k in FIELDS})
+    return _document(location, obj)
 
 
 def read_text_file(path: Path) -> Item:
-    location = str(path)
+    location = shown_path(path)
     try:
-        raw = path.read_text(encoding="utf-8")
+        raw = path.read_text(encoding="utf-8-sig")
     except UnicodeDecodeError as exc:
         return Item(location, None, f"not UTF-8 text ({exc.reason})")
     except OSError as exc:
         return Item(location, None, exc.strerror or str(exc))
-    meta: dict[str, object] = {}
+    meta: dict[object, object] = {}
     body = raw
     if raw.startswith("---"):
         lines = raw.splitlines(keepends=True)
@@ -113,9 +125,11 @@ def read_text_file(path: Path) -> Item:
             try:
                 parsed = yaml.load("".join(lines[1:end]), Loader=_FrontMatterLoader)
             except yaml.YAMLError as exc:
-                mark = getattr(exc, "problem_mark", None)
-                line = f":{mark.line + 2}" if mark is not None else ":1"
-                return Item(f"{location}{line}", None, f"invalid YAML front matter: {exc}")
+                return _yaml_error(location, exc)
+            except RecursionError:
+                return Item(f"{location}:1", None, "invalid YAML front matter: nested too deeply")
+            except ValueError as exc:  # an integer of more than 4,300 digits
+                return Item(f"{location}:1", None, f"invalid YAML front matter: {_first_line(exc)}")
             if parsed is not None and not isinstance(parsed, dict):
                 return Item(f"{location}:1", None, "front matter must be a YAML mapping")
             meta = parsed or {}
@@ -123,28 +137,26 @@ def read_text_file(path: Path) -> Item:
     fields = {k: meta.get(k) for k in FIELDS if k != "text"}
     fields["text"] = body.strip("\n")
     if fields.get("source") is None:
-        fields["source"] = os.fspath(path)
+        fields["source"] = location
     return _document(location, fields)
 
 
-def _document(location: str, fields: dict[str, object]) -> Item:
-    tags = fields.get("tags")
-    if tags is None:
-        tags = ()
-    elif isinstance(tags, str):
-        tags = [t for t in (part.strip() for part in tags.split(",")) if t]
-    author = fields.get("author")
-    source = fields.get("source")
-    thread = fields.get("thread")
+def _yaml_error(location: str, exc: yaml.YAMLError) -> Item:
+    """One line: where (the file's line, counting the opening ---) and the parser's problem."""
+    mark = getattr(exc, "problem_mark", None)
+    line = f":{mark.line + 2}" if mark is not None else ":1"
+    problem = getattr(exc, "problem", None) or getattr(exc, "context", None) or str(exc)
+    return Item(f"{location}{line}", None, f"invalid YAML front matter: {_first_line(problem)}")
+
+
+def _first_line(value: object) -> str:
+    text = str(value).strip()
+    return text.splitlines()[0] if text else "unreadable"
+
+
+def _document(location: str, fields: dict[object, object]) -> Item:
     try:
-        doc = Document.create(
-            fields.get("text"),  # type: ignore[arg-type]
-            author=None if author is None else str(author),
-            date=fields.get("date"),  # type: ignore[arg-type]
-            tags=[str(t) for t in tags] if isinstance(tags, list | tuple) else tags,  # type: ignore[arg-type]
-            source=None if source is None else str(source),
-            thread=None if thread is None else str(thread),
-        )
-    except MemppError as exc:
+        doc = Document.from_fields(fields, numbers_as_text=True)  # type: ignore[arg-type]
+    except InvalidInput as exc:
         return Item(location, None, str(exc))
     return Item(location, doc)
