@@ -14,7 +14,9 @@ import os
 import sqlite3
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
+from mempp import validate
 from mempp.encoders import ENV_ENCODER, embedder_named
 from mempp.errors import InvalidInput, MemppError
 from mempp.evidence import Evidence
@@ -25,6 +27,14 @@ EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_PARTIAL = 0, 1, 2, 3
 INFO_SCOPES_SHOWN = 10  # `info` names this many scopes; --json lists them all
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse that reports a bad command line in one line (and exit 2), like every other
+    mempp error, pointing at ``--help`` instead of printing the whole usage."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_USAGE, f"mempp: error: {message} (see {self.prog} --help)\n")
+
+
 class CliError(Exception):
     def __init__(self, message: str, code: int = EXIT_ERROR) -> None:
         super().__init__(message)
@@ -32,7 +42,7 @@ class CliError(Exception):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="mempp",
         description="Non-destructive memory: store dated documents whole, search as of any date.",
     )
@@ -199,28 +209,39 @@ def _fail(message: str) -> None:
 
 
 def _dispatch(args: argparse.Namespace) -> int:
-    from mempp.dates import parse_as_of, parse_event_date
+    from mempp.dates import parse_as_of
+    from mempp.records import event_date
 
     if args.command == "bench":  # works on its own stores, not on --db
         from mempp.bench.cli import run as run_bench
 
         return run_bench(args)
+
+    # Validate the command line before opening (and maybe creating) the store.
+    _check_options(args)
     if args.command in ("ingest", "import"):
         from mempp.importers.cli import run as run_import
 
         return run_import(args, _open, _location(args))
-
-    # Validate every date before opening (and maybe creating) the store.
     if getattr(args, "date", None) is not None:
-        parse_event_date(args.date)
+        event_date(args.date, "--date")
     if getattr(args, "as_of", None) is not None:
-        parse_as_of(args.as_of)
+        try:
+            parse_as_of(args.as_of)
+        except InvalidInput as exc:
+            raise exc.within("--as-of") from None
     if getattr(args, "preset", None) is not None:
         from mempp.settings import preset
 
-        preset(args.preset)
-    if getattr(args, "k", None) is not None and args.k < 1:
-        raise InvalidInput("-k must be >= 1")
+        try:
+            preset(args.preset)
+        except InvalidInput as exc:
+            raise exc.within("--preset") from None
+    if getattr(args, "k", None) is not None:
+        validate.count(args.k, "-k", maximum=validate.MAX_K)
+    for name in ("query", "question"):
+        if getattr(args, name, None) is not None:
+            validate.query(getattr(args, name), name)
     if args.command == "evidence":
         args.packing = _packing(args)  # validated before the store is opened
     if args.command == "export" and args.out is not None:
@@ -248,7 +269,7 @@ def _dispatch(args: argparse.Namespace) -> int:
             llm = LLMClient.from_env(base_url=args.llm_base_url, model=args.model)
     text = None
     if args.command == "add":
-        text = sys.stdin.read() if args.text == "-" else args.text
+        text = _read_stdin() if args.text == "-" else args.text
     memory = _open(args)
     with memory:
         if args.command == "add":
@@ -267,6 +288,43 @@ def _dispatch(args: argparse.Namespace) -> int:
         if args.command == "consolidate":
             return _consolidate(memory, args, llm)
         return _evidence(memory, args)
+
+
+# Options whose value must be text a database or a URL can hold. argv bytes that are not
+# UTF-8 reach Python as lone surrogates; `text`, `query` and paths are judged where used.
+_TEXT_OPTIONS = (
+    "db",
+    "scope",
+    "encoder",
+    "author",
+    "source",
+    "thread",
+    "tags",
+    "preset",
+    "as_of",
+    "date",
+    "llm_base_url",
+    "model",
+    "out",
+)
+
+
+def _check_options(args: argparse.Namespace) -> None:
+    for name in _TEXT_OPTIONS:
+        value = getattr(args, name, None)
+        for item in value if isinstance(value, list) else [value]:
+            if item is not None:
+                validate.clean_text(item, "--" + name.replace("_", "-").removesuffix("s"))
+    if args.scope is not None:
+        validate.scope(args.scope, "--scope")
+
+
+def _read_stdin() -> str:
+    """Standard input as UTF-8 text, read as bytes so that bad bytes are an input error."""
+    buffer = getattr(sys.stdin, "buffer", None)
+    if buffer is None:  # replaced by a text stream (tests, embedding programs)
+        return sys.stdin.read()
+    return validate.decode_utf8(buffer.read(), "stdin")
 
 
 def _open(args: argparse.Namespace):  # type: ignore[no-untyped-def]
