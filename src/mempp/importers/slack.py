@@ -156,8 +156,10 @@ class _Export:
         except UnicodeDecodeError as exc:
             return None, ItemError(self.where(name), f"not UTF-8 text ({exc.reason})")
         except json.JSONDecodeError as exc:
+            # The file alone as the location: in a day file, FILE:N names the N-th message.
             return None, ItemError(
-                f"{self.where(name)}:{exc.lineno}", f"invalid JSON: {exc.msg} (column {exc.colno})"
+                self.where(name),
+                f"invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}",
             )
         except RecursionError:
             return None, ItemError(self.where(name), "JSON nested too deeply")
