@@ -67,7 +67,8 @@ def run(
     memory = None
     if not args.dry_run or _exists(location):  # a dry run creates no store
         memory = open_memory(args)
-    with tqdm(desc=importer.name, unit="item", file=sys.stderr, disable=None) as bar:
+    label = "ingest" if args.command == "ingest" else f"import {importer.name}"
+    with tqdm(desc=label, unit="item", file=sys.stderr, disable=None) as bar:
 
         def tell(item: Item) -> None:
             line = _line(item)

@@ -20,7 +20,7 @@ from __future__ import annotations
 import mailbox
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import datetime
 from email import policy
 from email.message import EmailMessage, Message
@@ -113,9 +113,9 @@ def _read_one(box: Path) -> Iterator[Item]:
             mbox.close()
 
 
-def _message(location: str, load: object) -> Iterator[Item]:
+def _message(location: str, load: Callable[[], bytes]) -> Iterator[Item]:
     try:
-        raw: bytes = load()  # type: ignore[operator]
+        raw = load()
     except OSError as exc:
         yield ItemError(location, exc.strerror or str(exc))
         return
