@@ -3,6 +3,7 @@ well-formed and malformed, stored on both engines."""
 
 from __future__ import annotations
 
+import io
 import json
 import zipfile
 import zlib
@@ -336,3 +337,40 @@ def test_users_json_broken_or_missing_still_imports_every_message(tmp_path) -> N
     found = items(export)
     assert any(isinstance(i, Notice) and "authors are named by user id" in i.message for i in found)
     assert {d.author for d in docs_of(found)} >= {"U1", "U2", "U3"}
+
+
+class _Unseekable(io.RawIOBase):
+    """A write-only stream zipfile cannot seek back in: it writes sizes after each member
+    (data descriptors), as streaming zip writers do."""
+
+    def __init__(self) -> None:
+        self.data = bytearray()
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, b) -> int:  # type: ignore[no-untyped-def, override]
+        self.data += b
+        return len(b)
+
+
+def test_a_truncated_streamed_zip_is_read_through_its_data_descriptors(tmp_path) -> None:
+    folder = build_export(tmp_path / "export")
+    sink = _Unseekable()
+    with zipfile.ZipFile(sink, "w", zipfile.ZIP_DEFLATED) as archive:
+        for file in sorted(folder.rglob("*"), key=lambda f: (f.parent != folder, f.as_posix())):
+            if file.is_file():
+                archive.write(file, file.relative_to(folder).as_posix())
+    whole = bytes(sink.data)
+    assert whole[6] & 0x08  # the first member's flags: sizes in a data descriptor
+    at = whole.rindex(b"PK\x03\x04")  # the last member's local header
+    truncated = tmp_path / "streamed.zip"
+    truncated.write_bytes(whole[: at + 60])
+    found = items(truncated)
+    assert "no table of contents" in found[0].message
+    assert [e.reason for e in found if isinstance(e, ItemError) and "pricing" in e.location] == [
+        "cut off by the truncation"
+    ]
+    assert {d.source for d in docs_of(found)} == {
+        d.source for d in docs_of(items(folder)) if d.source.startswith("slack://C1/")
+    }
