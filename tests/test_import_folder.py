@@ -222,3 +222,15 @@ def test_cli_ingest_tells_what_it_skipped(capsys, tmp_path) -> None:
     assert out.startswith("added 8, skipped 5") and "3 undated" in out
     assert f"{org / 'team.mbox'}: skipped: mail: .mbox" in err
     assert f"{org / 'slack'}: skipped: a Slack workspace export" in err
+
+
+def test_shown_as_names_an_uploaded_file_in_locations_errors_and_sources(tmp_path) -> None:
+    upload = tmp_path / "tmp-4f2a" / "feed.jsonl"
+    upload.parent.mkdir()
+    upload.write_text('{"text": "From the upload"}\n{"broken\n')
+    with Memory(tmp_path / "m.db", embedder=KeywordEmbedder()) as memory:
+        report = run_import(memory, get("folder"), upload, shown_as="feed.jsonl")
+        assert [r.source for r in memory.records()] == ["feed.jsonl:1"]
+    assert [f.location for f in report.failures] == ["feed.jsonl:2"]
+    with pytest.raises(InvalidInput, match=r"^export\.zip: not a Slack export"):
+        run_import(None, get("slack"), upload.parent, dry_run=True, shown_as="export.zip")

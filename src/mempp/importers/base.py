@@ -13,6 +13,7 @@ and returns an :class:`ImportReport`; with ``dry_run`` it parses and reports but
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import os
 from collections import Counter
@@ -148,6 +149,7 @@ def run_import(
     batch_size: int = DEFAULT_BATCH,
     on_item: Callable[[Item], None] | None = None,
     progress: Callable[[int], None] | None = None,
+    shown_as: str | None = None,
 ) -> ImportReport:
     """Read ``path`` (or several paths) with ``importer`` and store its documents in
     ``memory``, ``batch_size`` to a transaction.
@@ -155,12 +157,13 @@ def run_import(
     ``dry_run`` writes nothing; ``memory`` may then be ``None`` (no store to compare with), or
     a memory whose stored duplicates are counted as such. ``on_item`` sees every item that is
     not a document (to print failures as they come); ``progress(n)`` is called with the
-    number of items consumed since its last call. Raises ``InvalidInput``, before anything is
-    written, when a path cannot be read at all.
+    number of items consumed since its last call. ``shown_as`` names a single ``path`` in
+    locations, errors and sources (an upload's own name for its temporary file). Raises
+    ``InvalidInput``, before anything is written, when a path cannot be read at all.
     """
     return store_items(
         memory,
-        read_paths(importer, path),
+        read_paths(importer, path, shown_as=shown_as),
         source=importer.name,
         dry_run=dry_run,
         batch_size=batch_size,
@@ -170,17 +173,43 @@ def run_import(
 
 
 def read_paths(
-    importer: Importer, path: str | os.PathLike[str] | Iterable[str | os.PathLike[str]]
+    importer: Importer,
+    path: str | os.PathLike[str] | Iterable[str | os.PathLike[str]],
+    *,
+    shown_as: str | None = None,
 ) -> Iterator[Item]:
     """The items of every path in turn. Each path's reader is started here, so a path that
     cannot be read at all raises ``InvalidInput`` now, before any item is stored."""
+    from mempp.errors import InvalidInput
+
     paths = [path] if isinstance(path, str | os.PathLike) else list(path)
+    if shown_as is not None and len(paths) != 1:
+        raise InvalidInput("shown_as names one path; more were given")
     streams: list[Iterator[Item]] = []
     for one in paths:
-        stream = iter(importer.read(one))
-        first = next(stream, None)
+        try:
+            stream = iter(importer.read(one))
+            first = next(stream, None)
+        except InvalidInput as exc:
+            if shown_as is None:
+                raise
+            raise InvalidInput(str(exc).replace(os.fspath(one), shown_as)) from None
         streams.append(itertools.chain([first], stream) if first is not None else iter(()))
-    return itertools.chain.from_iterable(streams)
+    items = itertools.chain.from_iterable(streams)
+    if shown_as is None:
+        return items
+    return (_renamed(item, os.fspath(paths[0]), shown_as) for item in items)
+
+
+def _renamed(item: Item, prefix: str, name: str) -> Item:
+    """``item`` with a location or source that starts with ``prefix`` starting with ``name``."""
+    if isinstance(item, Document):
+        if item.source is not None and item.source.startswith(prefix):
+            return dataclasses.replace(item, source=name + item.source[len(prefix) :])
+        return item
+    if item.location.startswith(prefix):
+        return dataclasses.replace(item, location=name + item.location[len(prefix) :])
+    return item
 
 
 def store_items(
