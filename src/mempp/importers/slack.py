@@ -220,12 +220,16 @@ class _Export:
         if not isinstance(message, dict):
             yield ItemError(location, f"a message must be a JSON object, got {_kind(message)}")
             return
-        if message.get("type", "message") != "message":
-            yield Skipped(location, str(message.get("type")))
+        kind, subtype = message.get("type", "message"), message.get("subtype")
+        for field, value in (("type", kind), ("subtype", subtype)):
+            if value is not None and not isinstance(value, str):
+                yield ItemError(location, f"{field} must be a string, got {_kind(value)}")
+                return
+        if kind != "message":
+            yield Skipped(location, kind)
             return
-        subtype = message.get("subtype")
         if subtype not in KEPT_SUBTYPES:
-            yield Skipped(location, str(subtype))
+            yield Skipped(location, subtype)
             return
         ts = message.get("ts")
         when = _moment(ts)
