@@ -374,3 +374,13 @@ def test_a_truncated_streamed_zip_is_read_through_its_data_descriptors(tmp_path)
     assert {d.source for d in docs_of(found)} == {
         d.source for d in docs_of(items(folder)) if d.source.startswith("slack://C1/")
     }
+
+
+def test_the_example_export_reads_cleanly() -> None:
+    example = Path(__file__).resolve().parents[1] / "examples" / "acme-slack"
+    found = items(example)
+    assert not [i for i in found if isinstance(i, ItemError | Notice)]
+    docs = docs_of(found)
+    assert len(docs) == 7 and {d.tags for d in docs} == {("pricing",), ("general",)}
+    answer = next(d for d in docs if d.text.startswith("No, @Marco Rossi"))
+    assert answer.thread == "slack://C01PRICING/1709906531.000100"
