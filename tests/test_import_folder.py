@@ -188,7 +188,7 @@ def test_cli_import_slack_dry_run_then_real_then_again(capsys, tmp_path) -> None
 
     assert main(["--db", str(db), "import", "slack", str(export), "--dry-run"]) == 3
     assert capsys.readouterr().out.startswith(
-        "would add 0, skipped 12 (1 channel_join, 1 channel_topic, 9 duplicate"
+        "would add 0, skipped 12 (9 already imported, 1 channel_join, 1 channel_topic"
     )
     assert main(["--db", str(db), "search", "Team plan", "--json"]) == 0
     hits = json.loads(capsys.readouterr().out)

@@ -271,7 +271,7 @@ def test_import_stores_on_both_engines_and_reimport_adds_nothing(tmp_path, engin
         hits = memory.search("launch", as_of="2024-03-12")
         assert {h.record.source for h in hits} >= {"mid:root@acme.example"}
         again = run_import(memory, get("mail"), box)
-        assert again.added == 0 and again.skipped["duplicate"] == 4 and len(memory) == 4
+        assert again.added == 0 and again.skipped["already imported"] == 4 and len(memory) == 4
 
 
 def test_html_only_mail_without_the_import_extra_is_reported_not_crashed(tmp_path, monkeypatch):

@@ -222,7 +222,7 @@ def test_import_stores_counts_and_reimport_adds_nothing(tmp_path, engine_locatio
         assert hits and all(h.record.day == "2024-03-12" for h in hits)
 
         again = run_import(memory, get("slack"), export)
-        assert again.added == 0 and again.skipped["duplicate"] == 9 and len(memory) == 9
+        assert again.added == 0 and again.skipped["already imported"] == 9 and len(memory) == 9
 
         # A later export holds the old days and a new one: only the new messages are added.
         later = build_export(
@@ -235,7 +235,7 @@ def test_import_stores_counts_and_reimport_adds_nothing(tmp_path, engine_locatio
             },
         )
         larger = run_import(memory, get("slack"), later)
-        assert larger.added == 2 and larger.skipped["duplicate"] == 9 and len(memory) == 11
+        assert larger.added == 2 and larger.skipped["already imported"] == 9 and len(memory) == 11
 
 
 def test_dry_run_writes_nothing(tmp_path) -> None:

@@ -23,6 +23,8 @@ from mempp.records import Document
 TEXT_SUFFIXES = (".md", ".markdown", ".txt")
 JSONL_SUFFIXES = (".jsonl", ".ndjson")
 FIELDS = ("text", "author", "date", "tags", "source", "thread")
+# What `mempp export` adds to a line: the store's own, not the document's; not metadata.
+EXPORT_FIELDS = ("id", "datetime", "scope", "ingested_at", "state", "superseded_by")
 # "2024-03-12 standup.txt", "2024-03-12-standup.md", "2024-03-12.md"
 _NAME_DATE = re.compile(r"^(\d{4}-\d{2}-\d{2})(?=$|[\s_.-])")
 
@@ -160,7 +162,7 @@ def _from_json_line(location: str, line: str) -> Item:
         return Item(location, None, "each line must be a JSON object")
     if "source" not in obj:  # an explicit null (as `mempp export` writes) stays no source
         obj = {**obj, "source": location}
-    return _document(location, obj)
+    return _document(location, _with_unknown_as_metadata(obj, FIELDS + EXPORT_FIELDS))
 
 
 def read_text_file(path: Path) -> Item:
@@ -193,13 +195,28 @@ def read_text_file(path: Path) -> Item:
                 return Item(f"{location}:1", None, "front matter must be a YAML mapping")
             meta = parsed or {}
             body = "".join(lines[end + 1 :])
-    fields = {k: meta.get(k) for k in FIELDS if k != "text"}
+    fields = _with_unknown_as_metadata(meta, FIELDS)
     fields["text"] = body.strip("\n")
     if fields.get("date") is None:
         fields["date"] = _date_in_name(path.name)
     if fields.get("source") is None:
         fields["source"] = location
     return _document(location, fields)
+
+
+def _with_unknown_as_metadata(
+    fields: dict[object, object], known: tuple[str, ...]
+) -> dict[object, object]:
+    """``fields`` with every key that is not a document's field moved into ``metadata``
+    (merged with a ``metadata`` mapping given), so nothing the file says is dropped."""
+    unknown = {k: v for k, v in fields.items() if k not in known and k != "metadata"}
+    out = {k: v for k, v in fields.items() if k in known}
+    given = fields.get("metadata")
+    if unknown and (given is None or isinstance(given, dict)):
+        out["metadata"] = {**(given or {}), **unknown}
+    else:
+        out["metadata"] = given  # not a mapping: Document.from_fields says so
+    return out
 
 
 def _date_in_name(name: str) -> str | None:

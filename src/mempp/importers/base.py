@@ -64,7 +64,10 @@ Item = Document | ItemError | Skipped | Notice
 @runtime_checkable
 class Importer(Protocol):
     """One source of documents. ``name`` is what ``mempp import NAME`` calls it;
-    ``description`` is one line for ``--help``."""
+    ``description`` is one line for ``--help``. An importer whose document sources are
+    stable identities (a Slack message's URI, a Message-ID) sets ``stable_sources = True``
+    (optional, default false): a re-import then skips every document whose source a row of
+    the scope already has, even if its text changed (an edit between two exports)."""
 
     name: str
     description: str
@@ -165,6 +168,7 @@ def run_import(
         memory,
         read_paths(importer, path, shown_as=shown_as),
         source=importer.name,
+        by_source=bool(getattr(importer, "stable_sources", False)),
         dry_run=dry_run,
         batch_size=batch_size,
         on_item=on_item,
@@ -217,13 +221,16 @@ def store_items(
     items: Iterable[Item],
     *,
     source: str,
+    by_source: bool = False,
     dry_run: bool = False,
     batch_size: int = DEFAULT_BATCH,
     on_item: Callable[[Item], None] | None = None,
     progress: Callable[[int], None] | None = None,
 ) -> ImportReport:
     """Store the documents among ``items`` and count the rest: :func:`run_import` once the
-    paths are open (the CLI opens them before it opens, maybe creates, the store)."""
+    paths are open (the CLI opens them before it opens, maybe creates, the store).
+    ``by_source`` skips a document whose source is stored already, or came earlier in this
+    import, as ``already imported``."""
     from mempp.errors import InvalidInput
 
     if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
@@ -232,12 +239,15 @@ def store_items(
         raise InvalidInput("a memory to write to is needed unless dry_run is set")
     report = ImportReport(source=source, dry_run=dry_run)
     batch: list[Document] = []
+    seen: set[str] | None = set() if by_source else None
     consumed = 0
 
     def flush() -> None:
         nonlocal consumed
         if batch:
-            _write(memory, batch, report)
+            fresh = batch if seen is None else _new_sources(memory, batch, seen, report)
+            if fresh:
+                _write(memory, fresh, report)
             batch.clear()
         if progress is not None and consumed:
             progress(consumed)
@@ -266,6 +276,24 @@ def store_items(
             on_item(item)
     flush()
     return report
+
+
+def _new_sources(
+    memory: Memory | None, batch: list[Document], seen: set[str], report: ImportReport
+) -> list[Document]:
+    """The documents of ``batch`` whose source is neither stored nor seen earlier."""
+    sources = {doc.source for doc in batch if doc.source is not None}
+    if memory is not None and sources - seen:
+        seen |= memory.store.stored_sources(memory.scope, sources - seen)
+    fresh = []
+    for doc in batch:
+        if doc.source is not None and doc.source in seen:
+            report.skipped["already imported"] += 1
+            continue
+        if doc.source is not None:
+            seen.add(doc.source)
+        fresh.append(doc)
+    return fresh
 
 
 def _write(memory: Memory | None, batch: list[Document], report: ImportReport) -> None:

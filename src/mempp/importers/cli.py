@@ -80,6 +80,7 @@ def run(
                 memory,
                 items,
                 source=importer.name,
+                by_source=bool(getattr(importer, "stable_sources", False)),
                 dry_run=args.dry_run,
                 batch_size=args.batch_size,
                 on_item=tell,

@@ -27,6 +27,7 @@ from email.message import EmailMessage, Message
 from email.parser import BytesParser
 from email.utils import parsedate_to_datetime
 from pathlib import Path
+from typing import Any
 
 from mempp.errors import InvalidInput, MemppError
 from mempp.importers.base import Item, ItemError, Notice
@@ -44,6 +45,7 @@ class MailImporter:
 
     name = "mail"
     description = "mail: .mbox and .eml files, Maildir folders, or a folder holding them"
+    stable_sources = True  # a Message-ID names one message
 
     def recognizes(self, path: str | os.PathLike[str]) -> bool:
         where = Path(path)
@@ -161,7 +163,27 @@ def _document(message: EmailMessage, location: str, notices: list[str]) -> Docum
         date=when,
         source=f"mid:{own_id}" if own_id else location,
         thread=thread if thread != "subject:" else None,
+        metadata=_metadata(message, own_id, notices),
     )
+
+
+def _metadata(message: EmailMessage, own_id: str | None, notices: list[str]) -> dict[str, Any]:
+    """The addresses (the author is the display name) and the ids of the reply chain."""
+    out: dict[str, Any] = {}
+    for name in ("From", "To", "Cc"):
+        addresses = [
+            _header_text(a.addr_spec)
+            for a in getattr(message.get(name), "addresses", ())
+            if a.addr_spec
+        ]
+        if addresses:
+            out[name.lower()] = addresses[0] if name == "From" else addresses
+    if own_id:
+        out["message_id"] = own_id
+    replied = _first_id(_header(message, "In-Reply-To", notices))
+    if replied:
+        out["in_reply_to"] = replied
+    return out
 
 
 def _header(message: Message, name: str, notices: list[str]) -> str:

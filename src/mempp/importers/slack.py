@@ -60,6 +60,7 @@ class SlackImporter:
 
     name = "slack"
     description = "a Slack workspace export (.zip or unpacked folder)"
+    stable_sources = True  # a message's URI never names another message
 
     def __init__(self, *, max_unpacked: int = MAX_UNPACKED, max_member: int = MAX_MEMBER) -> None:
         self.max_unpacked = max_unpacked
@@ -248,6 +249,7 @@ class _Export:
                 tags=[channel.name],
                 source=f"slack://{channel.id}/{ts}",
                 thread=f"slack://{channel.id}/{thread_key}",
+                metadata=_metadata(message, channel),
             )
         except MemppError as exc:
             yield ItemError(location, str(exc))
@@ -326,6 +328,23 @@ class _Export:
         if not label or label in (url, shown) or _bare(url) == label:
             return shown
         return f"{label} ({url})"
+
+
+def _metadata(message: dict[str, Any], channel: Channel) -> dict[str, Any]:
+    """The ids a message's text and fields leave out: who, where, which message, edits."""
+    out: dict[str, Any] = {"channel": channel.id, "ts": message["ts"]}
+    for key in ("user", "bot_id", "subtype", "thread_ts"):
+        if isinstance(message.get(key), str):
+            out[key] = message[key]
+    edited = message.get("edited")
+    if isinstance(edited, dict) and isinstance(edited.get("ts"), str):
+        out["edited"] = edited["ts"]
+    files = message.get("files")
+    if isinstance(files, list):
+        names = [f["name"] for f in files if isinstance(f, dict) and isinstance(f.get("name"), str)]
+        if names:
+            out["files"] = names
+    return out
 
 
 def _bare(url: str) -> str:
