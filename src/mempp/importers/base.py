@@ -31,8 +31,8 @@ DEFAULT_BATCH = 64
 
 @dataclass(frozen=True, slots=True)
 class ItemError:
-    """An item that could not be read: ``location`` is ``file:item`` (line, message number,
-    message ts), ``reason`` says why in one line."""
+    """An item that could not be read: ``location`` is ``file:item`` (a line, the N-th
+    message), ``reason`` says why in one line."""
 
     location: str
     reason: str
@@ -41,7 +41,7 @@ class ItemError:
 @dataclass(frozen=True, slots=True)
 class Skipped:
     """An item deliberately not stored. ``reason`` is the short key it is counted under
-    (``channel_join``, ``unsupported file``); ``detail``, when given, is told to the user
+    (``channel_join``, ``not a document file``); ``detail``, when given, is told to the user
     item by item (a skipped file, with what to do instead)."""
 
     location: str
