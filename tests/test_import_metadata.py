@@ -22,15 +22,11 @@ pg_url = engines.pg_url
 engine_location = engines.engine_location
 
 
-def test_metadata_is_stored_whole_and_exported(engine_location) -> None:
-    meta = {"user": "U1", "files": ["q2.pdf"], "nested": {"n": 1, "ok": True, "x": None}}
-    with Memory(engine_location, embedder=KeywordEmbedder()) as memory:
-        first = memory.add("With metadata", author="Ana", metadata=meta).id
-        second = memory.add("Without", author="Ana").id
-        assert memory.get(first).metadata == meta and memory.get(second).metadata is None
-        assert record_line(memory.get(first))["metadata"] == meta
-        assert memory.get(first).to_dict()["metadata"] == meta
-        assert memory.store.stored_sources(memory.scope, []) == set()
+def test_metadata_is_exported(tmp_path) -> None:
+    meta = {"user": "U1", "nested": {"n": 1}}
+    with Memory(tmp_path / "m.db", embedder=KeywordEmbedder()) as memory:
+        record = memory.get(memory.add("With metadata", metadata=meta).id)
+    assert record_line(record)["metadata"] == meta and record.to_dict()["metadata"] == meta
 
 
 @pytest.mark.parametrize(
@@ -56,19 +52,6 @@ def test_metadata_never_changes_on_sqlite(tmp_path) -> None:
         memory.add("frozen", metadata={"a": 1})
     with sqlite3.connect(db) as conn, pytest.raises(sqlite3.DatabaseError, match="never changes"):
         conn.execute("UPDATE records SET metadata = '{}'")
-
-
-def test_stored_sources_sees_every_state_of_its_scope_only(engine_location) -> None:
-    with Memory(engine_location, embedder=KeywordEmbedder()) as memory:
-        kept = memory.add("one", source="slack://C1/1.000001").id
-        memory.add("two", source="mid:" + "x" * 5000)  # longer than a btree entry holds
-        memory.store.set_state(memory.scope, [kept], "archived", None)
-        found = memory.store.stored_sources(
-            memory.scope, ["slack://C1/1.000001", "mid:" + "x" * 5000, "slack://C1/2.0"]
-        )
-        assert found == {"slack://C1/1.000001", "mid:" + "x" * 5000}
-    with Memory(engine_location, scope="other", embedder=KeywordEmbedder()) as other:
-        assert other.store.stored_sources("other", ["slack://C1/1.000001"]) == set()
 
 
 def test_slack_and_mail_records_keep_their_ids_and_addresses(tmp_path, engine_location) -> None:
