@@ -193,6 +193,10 @@ def test_cli_import_slack_dry_run_then_real_then_again(capsys, tmp_path) -> None
     assert main(["--db", str(db), "search", "Team plan", "--json"]) == 0
     hits = json.loads(capsys.readouterr().out)
     assert hits[0]["source"] == "slack://C2/1710320400.000500" and hits[0]["tags"] == ["pricing"]
+    assert main(["--db", str(db), "get", str(hits[0]["id"])]) == 0
+    assert '| metadata {"channel": "C2", "ts": "1710320400.000500", "user": "U2"}' in (
+        capsys.readouterr().out
+    )
 
 
 @pytest.mark.parametrize(

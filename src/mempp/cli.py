@@ -406,6 +406,8 @@ def _print_record(record: Record) -> None:
         details.append("tags " + ", ".join(record.tags))
     if record.source:
         details.append(f"source {record.source}")
+    if record.metadata:
+        details.append("metadata " + json.dumps(record.metadata, ensure_ascii=False))
     print(" | ".join(head))
     print(" | ".join(details))
     print()
