@@ -44,12 +44,25 @@ def plain(
     return message.as_bytes()
 
 
-def alternative() -> bytes:
+def headed(sender: str, subject: str, date: str, msgid: str) -> EmailMessage:
     message = EmailMessage()
-    message["From"] = '"Bo Chen" <bo@acme.example>'
-    message["Subject"] = "Pricing, both ways"
-    message["Date"] = "Wed, 13 Mar 2024 17:00:00 -0500"
-    message["Message-ID"] = "<alt@acme.example>"
+    for name, value in (
+        ("From", sender),
+        ("Subject", subject),
+        ("Date", date),
+        ("Message-ID", msgid),
+    ):
+        message[name] = value
+    return message
+
+
+def alternative() -> bytes:
+    message = headed(
+        '"Bo Chen" <bo@acme.example>',
+        "Pricing, both ways",
+        "Wed, 13 Mar 2024 17:00:00 -0500",
+        "<alt@acme.example>",
+    )
     message.set_content("Plain: the Team plan is $15.\n")
     message.add_alternative("<p>HTML: the <b>Team plan</b> is $15.</p>", subtype="html")
     message.add_attachment(
@@ -59,11 +72,9 @@ def alternative() -> bytes:
 
 
 def html_only() -> bytes:
-    message = EmailMessage()
-    message["From"] = "news@acme.example"
-    message["Subject"] = "Newsletter"
-    message["Date"] = "Thu, 14 Mar 2024 08:00:00 +0000"
-    message["Message-ID"] = "<html@acme.example>"
+    message = headed(
+        "news@acme.example", "Newsletter", "Thu, 14 Mar 2024 08:00:00 +0000", "<html@acme.example>"
+    )
     message.set_content(
         "<html><body><h1>Launch</h1><p>We launch on <i>Friday</i>.</p>"
         "<script>track()</script></body></html>",
