@@ -264,13 +264,22 @@ def _dispatch(args: argparse.Namespace) -> int:
             from mempp.llm import LLMClient
 
             llm = LLMClient.from_env(base_url=args.llm_base_url, model=args.model)
-    text = None
+    document = None
     if args.command == "add":
-        text = _read_stdin() if args.text == "-" else args.text
+        from mempp.records import Document
+
+        document = Document.create(
+            _read_stdin() if args.text == "-" else args.text,
+            author=args.author,
+            date=args.date,
+            tags=args.tags,
+            source=args.source,
+            thread=args.thread,
+        )
     memory = _open(args)
     with memory:
         if args.command == "add":
-            return _add(memory, args, text or "")
+            return _add(memory, args, document)
         if args.command == "ingest":
             return _ingest(memory, args)
         if args.command == "get":
@@ -344,15 +353,8 @@ def _open(args: argparse.Namespace):  # type: ignore[no-untyped-def]
     return Memory(location, scope=args.scope or DEFAULT_SCOPE, embedder=embedder)
 
 
-def _add(memory, args: argparse.Namespace, text: str) -> int:  # type: ignore[no-untyped-def]
-    result = memory.add(
-        text,
-        author=args.author,
-        date=args.date,
-        tags=args.tags,
-        source=args.source,
-        thread=args.thread,
-    )
+def _add(memory, args: argparse.Namespace, document) -> int:  # type: ignore[no-untyped-def]
+    [result] = memory.add_many([document])
     if args.json:
         _print_json({"id": result.id, "skipped": result.skipped})
     elif result.added:
