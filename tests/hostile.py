@@ -21,6 +21,7 @@ import json
 import sys
 import traceback
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from datetime import UTC, timedelta, timezone
 from pathlib import Path
 from typing import Any
@@ -400,3 +401,161 @@ def ingest_case(location: str, folder: Path, lines: list[bytes], pages: list[byt
     for number, page in enumerate(pages):
         (notes / f"{number}.md").write_bytes(page)
     run_cli(["--db", location, "ingest", str(jsonl), str(notes)], allowed=(0, 3))
+
+
+# -- every entry point, and a runner for the tests and the fuzz benchmark ------------------
+
+SEED_DOCS = (
+    {"text": "We ship the launch on Friday.", "author": "Ana", "date": "2024-03-01"},
+    {"text": "The budget for Q2 is 40k.", "author": "Bo", "date": "2024-04-01", "tags": ["plan"]},
+    {"text": "Launch moved to Monday.", "author": "Ana", "date": "2024-03-05", "thread": "t1"},
+)
+
+
+@dataclass
+class Context:
+    """What a case runs against: a seeded store (``memory``; the CLI opens ``location``
+    itself), an LLM client for ``ask``, and a folder for ingest's files."""
+
+    memory: Memory
+    location: str
+    llm: Any
+    folder: Path
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One entry point: the arguments to generate, how to call it, and its share of cases
+    (the CI profile runs ``examples`` per engine)."""
+
+    arguments: dict[str, st.SearchStrategy[Any]]
+    run: Callable[..., None]
+    examples: int
+
+
+def _surrogate_bytes(value: str) -> bytes:
+    return value.encode("utf-8", "surrogatepass")
+
+
+ENTRIES: dict[str, Entry] = {
+    "add": Entry(
+        {"body": text | anything, "fields": document_fields},
+        lambda c, body, fields: add_case(c.memory, body, fields),
+        250,
+    ),
+    "add_many": Entry(
+        {"documents": st.lists(items, max_size=6) | anything, "batch_size": counts},
+        lambda c, documents, batch_size: add_many_case(c.memory, documents, batch_size),
+        200,
+    ),
+    "search": Entry(
+        {"query": queries, "as_of": dates, "k": counts},
+        lambda c, **kw: search_case(c.memory, **kw),
+        250,
+    ),
+    "evidence": Entry(
+        {
+            "query": queries,
+            "as_of": dates,
+            "k": counts,
+            "budget": counts,
+            "style": st.sampled_from(["headers", "paper"]) | anything,
+        },
+        lambda c, **kw: evidence_case(c.memory, **kw),
+        150,
+    ),
+    "ask": Entry(
+        {"question": queries, "as_of": dates, "k": counts, "budget": counts},
+        lambda c, **kw: ask_case(c.memory, c.llm, **kw),
+        60,
+    ),
+    "get": Entry({"record_id": counts}, lambda c, record_id: get_case(c.memory, record_id), 120),
+    "records": Entry(
+        {"page": counts, "active_only": st.booleans()},
+        lambda c, **kw: records_case(c.memory, **kw),
+        80,
+    ),
+    "open": Entry(
+        {"scope": labels, "embedder": st.none() | anything},
+        lambda c, **kw: open_case(c.location, **kw),
+        100,
+    ),
+    "cli": Entry(
+        {
+            "argv": cli_args(),
+            "stdin": st.binary(max_size=200)
+            | text.map(lambda t: t.encode("utf-8", "surrogatepass")),
+        },
+        lambda c, **kw: cli_case(c.location, **kw),
+        200,
+    ),
+    "cli_ingest": Entry(
+        {
+            "lines": st.lists(jsonl_lines(), max_size=5),
+            "pages": st.lists(markdown_files(), max_size=3),
+        },
+        lambda c, **kw: ingest_case(c.location, c.folder / "in", **kw),
+        100,
+    ),
+}
+
+
+@contextlib.contextmanager
+def context(location: str, folder: Path, llm: Any) -> Iterator[Context]:
+    """A store seeded with three documents; the command line, run in this process, encodes
+    with the same small test encoder. On leaving, the seeded rows must be unchanged."""
+    from unittest import mock
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from conftest import KeywordEmbedder
+
+    embedder = KeywordEmbedder(["launch", "budget", "friday"])
+    with (
+        mock.patch("mempp.memory.default_embedder", lambda: embedder),
+        Memory(location, embedder=embedder) as memory,
+    ):
+        memory.add_many(list(SEED_DOCS))
+        yield Context(memory, location, llm, folder)
+        kept = {r.id: r.text for r in memory.records()}
+        if [kept.get(i) for i in (1, 2, 3)] != [d["text"] for d in SEED_DOCS]:
+            raise Crash("seeded rows changed", repr([kept.get(i) for i in (1, 2, 3)]))
+
+
+def explore(
+    entry: Entry,
+    ctx: Context,
+    *,
+    examples: int,
+    seed: int | None = None,
+    on_crash: Callable[[Crash, dict[str, Any]], None] | None = None,
+) -> int:
+    """Run ``examples`` generated cases of ``entry``; return how many ran. Without
+    ``on_crash``, the first crash fails (hypothesis shrinks it and prints the case); with it,
+    each crash is handed over and the run goes on. ``seed=None`` is the fixed CI sequence."""
+    from hypothesis import HealthCheck, Phase, given, settings
+    from hypothesis import seed as with_seed
+
+    ran = 0
+
+    @settings(
+        max_examples=examples,
+        derandomize=seed is None,
+        database=None,
+        deadline=None,
+        print_blob=True,
+        suppress_health_check=list(HealthCheck),
+        phases=[Phase.generate] if on_crash else [Phase.generate, Phase.shrink],
+    )
+    @given(st.fixed_dictionaries(entry.arguments))
+    def case(arguments: dict[str, Any]) -> None:
+        nonlocal ran
+        ran += 1
+        try:
+            entry.run(ctx, **arguments)
+        except Crash as crash:
+            if on_crash is None:
+                raise
+            on_crash(crash, arguments)
+
+    (case if seed is None else with_seed(seed)(case))()
+    return ran
