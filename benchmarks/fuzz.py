@@ -84,7 +84,7 @@ def main() -> int:
                 ) -> None:
                     kind = f"{where}: {crash.kind}"
                     crashes[kind] += 1
-                    first_case.setdefault(kind, f"{str(crash)[:1500]}\nargs: {arguments!r:.1500}")
+                    first_case.setdefault(kind, f"{str(crash)[:1500]}\nargs: {_repr(arguments)}")
 
                 with _store(engine, Path(tmp) / f"r{seed}") as location:
                     folder = Path(tmp) / f"f{seed}"
@@ -121,6 +121,16 @@ def main() -> int:
     for kind, n in crashes.most_common():
         print(f"  {n:>6}  {kind}\n{first_case[kind]}\n")
     return 1 if crashes else 0
+
+
+def _repr(value: object) -> str:
+    """repr of generated arguments, huge integers included (their repr fails by default)."""
+    limit = sys.get_int_max_str_digits()
+    sys.set_int_max_str_digits(0)
+    try:
+        return repr(value)[:1500]
+    finally:
+        sys.set_int_max_str_digits(limit)
 
 
 def _write(args, cases, crashes, first_case, elapsed: float) -> dict[str, Any]:  # type: ignore[no-untyped-def]

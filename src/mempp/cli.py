@@ -422,7 +422,9 @@ def _record_id(value: str) -> int:
     try:
         record_id = int(value)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"record ids are integers, got {value!r}") from None
+        raise argparse.ArgumentTypeError(
+            f"record ids are integers, got {validate.shown(value)}"
+        ) from None
     if record_id < 1:
         raise argparse.ArgumentTypeError(f"record ids start at 1, got {record_id}")
     return record_id

@@ -258,7 +258,9 @@ class Memory:
         if budget is not None:
             validate.count(budget, "budget")
         if style not in ("headers", "paper"):
-            raise InvalidInput(f"must be 'headers' or 'paper', got {style!r:.40}", field="style")
+            raise InvalidInput(
+                f"must be 'headers' or 'paper', got {validate.shown(style)}", field="style"
+            )
         if packing is not None and not isinstance(packing, PackingOptions):
             raise InvalidInput("must be PackingOptions or None", field="packing")
         hits = self.search(query, as_of=as_of, k=k, settings=settings)
