@@ -64,6 +64,7 @@ def main() -> int:
     cases: Counter[str] = Counter()
     crashes: Counter[str] = Counter()
     first_case: dict[str, str] = {}
+    harness_errors: Counter[str] = Counter()
     started = time.perf_counter()
     reply = ScriptedReply(content='{"answer": "Friday", "citations": [1]}')
     with (
@@ -101,6 +102,9 @@ def main() -> int:
                     except hostile.Crash as crash:  # the seeded rows changed
                         crashed(crash, {})
                         ran = size
+                    except Exception as exc:  # the harness itself failed: say so, go on
+                        harness_errors[f"{engine}/{name}: {type(exc).__name__}: {exc}"[:300]] += 1
+                        ran = 0
                 cases[f"{engine}/{name}"] += ran
                 seed += 1
             elapsed = time.perf_counter() - started
@@ -109,11 +113,11 @@ def main() -> int:
                 f"{sum(crashes.values())} crashes, {len(crashes)} kinds, {elapsed:.0f} s",
                 flush=True,
             )
-            _write(args, cases, crashes, first_case, elapsed)
+            _write(args, cases, crashes, first_case, elapsed, harness_errors)
             if args.max_seconds is not None and elapsed > args.max_seconds:
                 print("time is up: stopping after this round", flush=True)
                 break
-    report = _write(args, cases, crashes, first_case, time.perf_counter() - started)
+    report = _write(args, cases, crashes, first_case, time.perf_counter() - started, harness_errors)
     print(
         f"\n{report['cases']} cases, {report['crashes']} crashes, {report['kinds']} kinds, "
         f"{report['seconds']} s"
@@ -133,7 +137,7 @@ def _repr(value: object) -> str:
         sys.set_int_max_str_digits(limit)
 
 
-def _write(args, cases, crashes, first_case, elapsed: float) -> dict[str, Any]:  # type: ignore[no-untyped-def]
+def _write(args, cases, crashes, first_case, elapsed: float, harness) -> dict[str, Any]:  # type: ignore[no-untyped-def]
     report = {
         "cases": sum(cases.values()),
         "crashes": sum(crashes.values()),
@@ -143,6 +147,7 @@ def _write(args, cases, crashes, first_case, elapsed: float) -> dict[str, Any]: 
         "cases_by_entry": dict(cases),
         "crashes_by_kind": dict(crashes),
         "first_case_by_kind": first_case,
+        "harness_errors": dict(harness),
     }
     if args.out:
         args.out.write_text(json.dumps(report, indent=2, ensure_ascii=False))

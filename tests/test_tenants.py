@@ -138,12 +138,19 @@ def test_graph_and_change_log_stay_in_scope(tenants) -> None:
     assert b.get(second).state == "archived"  # B's run stands
 
 
-def test_graph_writes_cannot_name_another_scopes_row(tenants, engine_location) -> None:  # noqa: F811
-    a, _b, _a_ids, b_ids = tenants
-    if "://" not in engine_location:
-        pytest.xfail("SQLite's graph_triples does not tie a triple's row to its scope yet")
-    with pytest.raises(Exception):  # noqa: B017 - the engines word it differently
-        a.store.add_triples("tenant-a", min(b_ids), [Triple("x", "y", "z", "x", "z")], "m")
+def test_graph_writes_cannot_name_another_scopes_row(tenants) -> None:
+    a, b, _a_ids, b_ids = tenants
+    extracted, fresh = min(b_ids), max(b_ids)
+    b.store.add_triples("tenant-b", extracted, [Triple("M", "owns", "z", "m", "z")], "m")
+    for row in (extracted, fresh):
+        try:
+            stored = a.store.add_triples("tenant-a", row, [Triple("x", "y", "z", "x", "z")], "m")
+        except Exception:  # refused: the engines word it differently
+            stored = False
+        assert stored is False
+        assert a.store.triples_of("tenant-a", [row]) == []
+    assert [t.subject for t in b.store.triples_of("tenant-b", [extracted])] == ["M"]
+    assert b.store.triples_of("tenant-b", [fresh]) == []
 
 
 def test_export_and_info_on_the_command_line(tenants, capsys, monkeypatch) -> None:

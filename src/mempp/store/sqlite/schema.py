@@ -186,6 +186,27 @@ MIGRATIONS: tuple[Migration, ...] = (
             END""",
         ),
     ),
+    Migration(
+        4,
+        "refuse REPLACE: conflict resolution deletes rows without firing DELETE triggers",
+        tuple(
+            f"""CREATE TRIGGER {table}_no_replace BEFORE INSERT ON {table}
+                WHEN EXISTS (SELECT 1 FROM {table} WHERE {match}) BEGIN
+                SELECT RAISE(ABORT, 'mempp: {what} is append-only; REPLACE is refused');
+            END"""
+            for table, match, what in (
+                ("records", "id = NEW.id", "the record"),
+                ("record_tags", "label = NEW.label AND record_id = NEW.record_id", "the record"),
+                ("consolidation_runs", "id = NEW.id", "the consolidation log"),
+                (
+                    "consolidation_groups",
+                    "run_id = NEW.run_id AND group_no = NEW.group_no",
+                    "the consolidation log",
+                ),
+                ("consolidation_changes", "id = NEW.id", "the consolidation log"),
+            )
+        ),
+    ),
 )
 
 
