@@ -145,6 +145,9 @@ def build_parser() -> argparse.ArgumentParser:
     from mempp.bench.cli import add_parser as add_bench_parser
 
     add_bench_parser(commands)
+    from mempp.integrity import add_parser as add_verify_parser
+
+    add_verify_parser(commands)
 
     consolidate = commands.add_parser(
         "consolidate",
@@ -295,6 +298,10 @@ def _dispatch(args: argparse.Namespace) -> int:
                 return _ask(memory, args, llm)
         if args.command == "consolidate":
             return _consolidate(memory, args, llm)
+        if args.command == "verify":
+            from mempp.integrity import run as run_verify
+
+            return run_verify(memory, args)
         return _evidence(memory, args)
 
 
@@ -348,7 +355,7 @@ def _open(args: argparse.Namespace):  # type: ignore[no-untyped-def]
     # Built before the store is opened, so a missing endpoint fails fast; the local default
     # is left to Memory, which loads it only when something needs encoding.
     name = args.encoder or os.environ.get(ENV_ENCODER)
-    encodes = args.command not in ("get", "info", "export")  # these only read rows
+    encodes = args.command not in ("get", "info", "export", "verify")  # these only read rows
     embedder = None if name is None or not encodes else embedder_named(name)
     return Memory(location, scope=args.scope or DEFAULT_SCOPE, embedder=embedder)
 

@@ -33,6 +33,7 @@ from mempp.store.sqlite.schema import (
     MIGRATIONS,
     describe_failure,
 )
+from mempp.store.sqlite.verify import _VerifyMixin
 
 __all__ = [
     "BM25_RAM_MIN_ROWS",
@@ -70,5 +71,5 @@ def _operational_errors(cls: type) -> type:
 
 
 @_operational_errors
-class SQLiteStore(_LegsMixin, _ChangeLogMixin, _GraphMixin):
+class SQLiteStore(_LegsMixin, _ChangeLogMixin, _GraphMixin, _VerifyMixin):
     """The default engine: a single local file, no server."""
