@@ -165,7 +165,13 @@ def test_non_utf8_argv_is_one_line_exit_2(tmp_path, argv) -> None:
 
 
 def test_bad_command_lines_are_one_line_exit_2(tmp_path) -> None:
-    for argv in (["search"], ["search", "x", "-k", "many"], ["frobnicate"], ["get", "1e9"]):
+    for argv in (
+        ["search"],
+        ["search", "x", "-k", "many"],
+        ["frobnicate"],
+        ["get", "1e9"],
+        ["evidence", "--", "--as-of", "two\nlines"],  # argparse quotes what it cannot place
+    ):
         result = mempp("--db", "m.db", *argv, cwd=tmp_path)
         assert result.returncode == 2, argv
         assert "--help" in one_error_line(result)

@@ -32,7 +32,10 @@ class _Parser(argparse.ArgumentParser):
     mempp error, pointing at ``--help`` instead of printing the whole usage."""
 
     def error(self, message: str) -> NoReturn:
-        self.exit(EXIT_USAGE, f"mempp: error: {message} (see {self.prog} --help)\n")
+        # argparse quotes the arguments it could not place, which may hold line breaks.
+        flat = " ".join(message.split())
+        flat = flat if len(flat) <= 300 else flat[:297] + "..."
+        self.exit(EXIT_USAGE, f"mempp: error: {flat} (see {self.prog} --help)\n")
 
 
 class CliError(Exception):
