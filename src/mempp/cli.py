@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import logging
 import os
 import sqlite3
 import sys
@@ -185,6 +186,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    # The PostgreSQL driver and pool log warnings (a lost connection discarded, a pipeline
+    # ended) before the error they lead to; the command reports that error in one line, so
+    # without a logging setup of the caller's these stay quiet.
+    logging.getLogger("psycopg").addHandler(logging.NullHandler())
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
