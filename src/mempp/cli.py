@@ -1,4 +1,4 @@
-"""The ``mempp`` command: add, ingest, get, info, export, search, evidence and ask over a store.
+"""The ``mempp`` command: add, ingest, get, info, export, search, evidence, ask and verify.
 
 Exit codes: 0 success, 1 operational error (store cannot be opened, ...), 2 bad input
 (bad date, bad option; nothing is stored), 3 ingest finished but some items failed.
