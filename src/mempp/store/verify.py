@@ -3,6 +3,7 @@ triggers every store must still have (an owner can drop them; verify says so).""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 
@@ -59,3 +60,13 @@ def triggers_check(present: set[str], expected: frozenset[str]) -> Check:
     if missing:
         return Check("append-only triggers", False, "missing: " + ", ".join(missing))
     return Check("append-only triggers", True, f"all {len(expected)} present")
+
+
+def vectors_check(dim: str | None, total: int, count_bad: Callable[[int], int]) -> Check:
+    """Every record has a vector of the bound size; ``count_bad(dim)`` counts those without."""
+    if dim is None:
+        return Check("vectors", total == 0, f"no encoder bound; {total} records")
+    bad = count_bad(int(dim))
+    if bad:
+        return Check("vectors", False, f"{bad} of {total} records lack a {dim}-d vector")
+    return Check("vectors", True, f"every one of {total} records has a {dim}-d vector")

@@ -5,7 +5,7 @@ is PostgreSQL's own: data checksums and the ``amcheck`` extension.)"""
 from __future__ import annotations
 
 from mempp.store.postgres.schema import _PostgresBase
-from mempp.store.verify import POSTGRES_TRIGGERS, Check, triggers_check
+from mempp.store.verify import POSTGRES_TRIGGERS, Check, triggers_check, vectors_check
 
 
 class _VerifyMixin(_PostgresBase):
@@ -14,23 +14,17 @@ class _VerifyMixin(_PostgresBase):
         with self._connection() as conn:
             dim = conn.execute("SELECT value FROM mempp_meta WHERE key = 'dim'").fetchone()
             total = conn.execute("SELECT count(*) FROM records").fetchone()[0]
-            if dim is None:
-                checks.append(Check("vectors", total == 0, f"no encoder bound; {total} records"))
-            else:
-                bad = conn.execute(
-                    "SELECT count(*) FROM records WHERE embedding IS NULL "
-                    "OR vector_dims(embedding) != %s",
-                    (int(dim[0]),),
-                ).fetchone()[0]
-                checks.append(
-                    Check(
-                        "vectors",
-                        bad == 0,
-                        f"{bad} of {total} records lack a {dim[0]}-d vector"
-                        if bad
-                        else f"every one of {total} records has a {dim[0]}-d vector",
-                    )
+            checks.append(
+                vectors_check(
+                    None if dim is None else dim[0],
+                    total,
+                    lambda size: conn.execute(
+                        "SELECT count(*) FROM records WHERE embedding IS NULL "
+                        "OR vector_dims(embedding) != %s",
+                        (size,),
+                    ).fetchone()[0],
                 )
+            )
             stale = conn.execute(
                 "SELECT count(*) FROM records WHERE tsv IS DISTINCT FROM mempp_tsvector(text)"
             ).fetchone()[0]

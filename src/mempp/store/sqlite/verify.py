@@ -6,7 +6,7 @@ from __future__ import annotations
 import sqlite3
 
 from mempp.store.sqlite.schema import _SQLiteBase
-from mempp.store.verify import SQLITE_TRIGGERS, Check, triggers_check
+from mempp.store.verify import SQLITE_TRIGGERS, Check, triggers_check, vectors_check
 
 
 class _VerifyMixin(_SQLiteBase):
@@ -35,23 +35,17 @@ class _VerifyMixin(_SQLiteBase):
                 )
             dim = conn.execute("SELECT value FROM mempp_meta WHERE key = 'dim'").fetchone()
             total = conn.execute("SELECT count(*) FROM records").fetchone()[0]
-            if dim is None:
-                checks.append(Check("vectors", total == 0, f"no encoder bound; {total} records"))
-            else:
-                bad = conn.execute(
-                    "SELECT count(*) FROM records WHERE embedding IS NULL "
-                    "OR length(embedding) != ?",
-                    (int(dim[0]) * 4,),
-                ).fetchone()[0]
-                checks.append(
-                    Check(
-                        "vectors",
-                        bad == 0,
-                        f"{bad} of {total} records lack a {dim[0]}-d vector"
-                        if bad
-                        else f"every one of {total} records has a {dim[0]}-d vector",
-                    )
+            checks.append(
+                vectors_check(
+                    None if dim is None else dim[0],
+                    total,
+                    lambda size: conn.execute(
+                        "SELECT count(*) FROM records WHERE embedding IS NULL "
+                        "OR length(embedding) != ?",
+                        (size * 4,),
+                    ).fetchone()[0],
                 )
+            )
             present = {
                 row[0]
                 for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'")
