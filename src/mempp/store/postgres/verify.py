@@ -12,19 +12,12 @@ class _VerifyMixin(_PostgresBase):
     def verify(self) -> list[Check]:
         checks: list[Check] = []
         with self._connection() as conn:
+            bad = "SELECT count(*) FROM records WHERE embedding IS NULL "
+            bad += " OR vector_dims(embedding) != %s"
             dim = conn.execute("SELECT value FROM mempp_meta WHERE key = 'dim'").fetchone()
             total = conn.execute("SELECT count(*) FROM records").fetchone()[0]
-            checks.append(
-                vectors_check(
-                    None if dim is None else dim[0],
-                    total,
-                    lambda size: conn.execute(
-                        "SELECT count(*) FROM records WHERE embedding IS NULL "
-                        "OR vector_dims(embedding) != %s",
-                        (size,),
-                    ).fetchone()[0],
-                )
-            )
+            count_bad = lambda size: conn.execute(bad, (size,)).fetchone()[0]  # noqa: E731
+            checks.append(vectors_check(dim and dim[0], total, count_bad))
             stale = conn.execute(
                 "SELECT count(*) FROM records WHERE tsv IS DISTINCT FROM mempp_tsvector(text)"
             ).fetchone()[0]

@@ -33,19 +33,11 @@ class _VerifyMixin(_SQLiteBase):
                         "from it with the FTS5 'delete' command",
                     )
                 )
+            bad = "SELECT count(*) FROM records WHERE embedding IS NULL OR length(embedding) != ?"
             dim = conn.execute("SELECT value FROM mempp_meta WHERE key = 'dim'").fetchone()
             total = conn.execute("SELECT count(*) FROM records").fetchone()[0]
-            checks.append(
-                vectors_check(
-                    None if dim is None else dim[0],
-                    total,
-                    lambda size: conn.execute(
-                        "SELECT count(*) FROM records WHERE embedding IS NULL "
-                        "OR length(embedding) != ?",
-                        (size * 4,),
-                    ).fetchone()[0],
-                )
-            )
+            count_bad = lambda size: conn.execute(bad, (size * 4,)).fetchone()[0]  # noqa: E731
+            checks.append(vectors_check(dim and dim[0], total, count_bad))
             present = {
                 row[0]
                 for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'")
