@@ -1,4 +1,5 @@
-"""The ``mempp`` command: add, ingest, get, info, export, search, evidence, ask and verify.
+"""The ``mempp`` command: add, ingest, import, get, info, export, search, evidence, ask and
+verify over a store.
 
 Exit codes: 0 success, 1 operational error (store cannot be opened, ...), 2 bad input
 (bad date, bad option; nothing is stored), 3 ingest finished but some items failed.
@@ -13,9 +14,8 @@ import logging
 import os
 import sqlite3
 import sys
-from collections import Counter
 from collections.abc import Sequence
-from typing import Any, NoReturn
+from typing import NoReturn
 
 from mempp import validate
 from mempp.encoders import ENV_ENCODER, embedder_named
@@ -78,10 +78,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add.add_argument("--json", action="store_true", help="print a JSON object")
 
-    ingest = commands.add_parser("ingest", help="store documents from JSONL files and folders")
-    ingest.add_argument("paths", nargs="+", metavar="PATH")
-    ingest.add_argument("--batch-size", type=int, default=64)
-    ingest.add_argument("--json", action="store_true", help="print a JSON summary")
+    from mempp.importers.cli import add_parser as add_import_parsers
+
+    add_import_parsers(commands)  # ingest and import
 
     get = commands.add_parser("get", help="print stored records whole, by id (any state)")
     get.add_argument("ids", nargs="+", type=_record_id, metavar="ID")
@@ -231,6 +230,10 @@ def _dispatch(args: argparse.Namespace) -> int:
 
     # Validate the command line before opening (and maybe creating) the store.
     _check_options(args)
+    if args.command in ("ingest", "import"):
+        from mempp.importers.cli import run as run_import
+
+        return run_import(args, _open, _location(args))
     if getattr(args, "date", None) is not None:
         event_date(args.date, "--date")
     if getattr(args, "as_of", None) is not None:
@@ -291,8 +294,6 @@ def _dispatch(args: argparse.Namespace) -> int:
     with memory:
         if args.command == "add":
             return _add(memory, args, document)
-        if args.command == "ingest":
-            return _ingest(memory, args)
         if args.command == "get":
             return _get(memory, args)
         if args.command == "info":
@@ -353,9 +354,9 @@ def _read_stdin() -> str:
 def _open(args: argparse.Namespace):  # type: ignore[no-untyped-def]
     from mempp.memory import DEFAULT_SCOPE, Memory
 
-    location = args.db or os.environ.get("MEMPP_DB") or "mempp.db"
+    location = _location(args)
     is_url = location.startswith(("postgresql://", "postgres://"))
-    if args.command not in ("add", "ingest") and not is_url:
+    if args.command not in ("add", "ingest", "import") and not is_url:
         path = location.removeprefix("sqlite:///")
         # Reading a mistyped path would silently create an empty store and find nothing.
         if path != ":memory:" and not os.path.exists(path):
@@ -368,6 +369,10 @@ def _open(args: argparse.Namespace):  # type: ignore[no-untyped-def]
     return Memory(location, scope=args.scope or DEFAULT_SCOPE, embedder=embedder)
 
 
+def _location(args: argparse.Namespace) -> str:
+    return str(args.db or os.environ.get("MEMPP_DB") or "mempp.db")
+
+
 def _add(memory, args: argparse.Namespace, document) -> int:  # type: ignore[no-untyped-def]
     [result] = memory.add_many([document])
     if args.json:
@@ -377,60 +382,6 @@ def _add(memory, args: argparse.Namespace, document) -> int:  # type: ignore[no-
     else:
         print(f"skipped ({result.skipped})", file=sys.stderr)
     return EXIT_OK
-
-
-def _ingest(memory, args: argparse.Namespace) -> int:  # type: ignore[no-untyped-def]
-    from tqdm import tqdm
-
-    from mempp.ingest import read_sources
-
-    if args.batch_size < 1:
-        raise InvalidInput("--batch-size must be >= 1")
-    failures: list[dict[str, str]] = []
-    skipped: Counter[str] = Counter()
-    added_ids: list[int] = []
-    batch: list[tuple[str, Any]] = []
-
-    def flush() -> None:
-        results = memory.add_many([doc for _, doc in batch], batch_size=len(batch))
-        for result in results:
-            if result.added:
-                added_ids.append(result.id)
-            else:
-                skipped[result.skipped] += 1
-        bar.update(len(batch))
-        batch.clear()
-
-    with tqdm(desc="ingest", unit="doc", file=sys.stderr, disable=None) as bar:
-        for item in read_sources(args.paths):
-            if item.document is None:
-                failures.append({"location": item.location, "reason": item.error or "unreadable"})
-                tqdm.write(f"{item.location}: {item.error}", file=sys.stderr)
-                continue
-            batch.append((item.location, item.document))
-            if len(batch) >= args.batch_size:
-                flush()
-        if batch:
-            flush()
-
-    summary = {
-        "added": len(added_ids),
-        "skipped": sum(skipped.values()),
-        "skipped_by_reason": dict(skipped),
-        "failed": len(failures),
-        "failures": failures,
-        "ids": added_ids,
-    }
-    if args.json:
-        _print_json(summary)
-    else:
-        reasons = ", ".join(f"{n} {why}" for why, n in sorted(skipped.items()))
-        print(
-            f"added {len(added_ids)}, skipped {sum(skipped.values())}"
-            + (f" ({reasons})" if reasons else "")
-            + f", failed {len(failures)}"
-        )
-    return EXIT_PARTIAL if failures else EXIT_OK
 
 
 def _record_id(value: str) -> int:
@@ -474,6 +425,8 @@ def _print_record(record: Record) -> None:
         details.append("tags " + ", ".join(record.tags))
     if record.source:
         details.append(f"source {record.source}")
+    if record.metadata:
+        details.append("metadata " + json.dumps(record.metadata, ensure_ascii=False))
     print(" | ".join(head))
     print(" | ".join(details))
     print()

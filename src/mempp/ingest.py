@@ -1,15 +1,18 @@
 """Reading documents from files: JSONL, and folders of Markdown / text with YAML front matter.
 
 Every source yields ``(location, Document | error message)`` items, so one bad line or file
-is reported as ``file:line: reason`` and never stops the rest.
+is reported as ``file:line: reason`` and never stops the rest. A file in a folder that is not
+read is yielded as skipped, with why: nothing is left out silently.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator
+import re
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from datetime import date
 from pathlib import Path
 
 import yaml
@@ -20,6 +23,10 @@ from mempp.records import Document
 TEXT_SUFFIXES = (".md", ".markdown", ".txt")
 JSONL_SUFFIXES = (".jsonl", ".ndjson")
 FIELDS = ("text", "author", "date", "tags", "source", "thread")
+# What `mempp export` adds to a line: the store's own, not the document's; not metadata.
+EXPORT_FIELDS = ("id", "datetime", "scope", "ingested_at", "state", "superseded_by")
+# "2024-03-12 standup.txt", "2024-03-12-standup.md", "2024-03-12.md"
+_NAME_DATE = re.compile(r"^(\d{4}-\d{2}-\d{2})(?=$|[\s_.-])")
 
 
 class _FrontMatterLoader(yaml.SafeLoader):
@@ -34,24 +41,26 @@ _FrontMatterLoader.yaml_implicit_resolvers = {
 
 @dataclass(frozen=True, slots=True)
 class Item:
-    """One document read from a file, or the reason it could not be read."""
+    """One document read from a file, the reason it could not be read, or (``skipped``, the
+    reason counted, and ``detail``, what to tell) a file of a folder that is not read."""
 
     location: str
     document: Document | None
     error: str | None = None
+    skipped: str | None = None
+    detail: str | None = None
 
 
-def read_sources(paths: list[str]) -> Iterator[Item]:
+# Given a path that is not a document file, says which other source it is (a Slack export,
+# a mailbox) and how to import it; ``None`` when it is none of them.
+Recognizer = Callable[[Path], str | None]
+
+
+def read_sources(paths: list[str], recognize: Recognizer | None = None) -> Iterator[Item]:
     for raw in paths:
         path = Path(raw)
         if path.is_dir():
-            files = sorted(
-                p for p in path.rglob("*") if p.is_file() and p.suffix.lower() in TEXT_SUFFIXES
-            )
-            if not files:
-                yield Item(shown_path(raw), None, "no .md or .txt files in this folder")
-            for file in files:
-                yield read_text_file(file)
+            yield from _read_folder(path, recognize)
         elif path.is_file() and path.suffix.lower() in JSONL_SUFFIXES:
             yield from read_jsonl(path)
         elif path.is_file() and path.suffix.lower() in TEXT_SUFFIXES:
@@ -59,7 +68,57 @@ def read_sources(paths: list[str]) -> Iterator[Item]:
         elif not path.exists():
             yield Item(shown_path(raw), None, "no such file or folder")
         else:
-            yield Item(shown_path(raw), None, "not a .jsonl, .md or .txt file, nor a folder")
+            hint = recognize(path) if recognize is not None else None
+            reason = hint or "not a .jsonl, .md or .txt file, nor a folder"
+            yield Item(shown_path(raw), None, reason)
+
+
+def _read_folder(root: Path, recognize: Recognizer | None) -> Iterator[Item]:
+    """Every file under ``root`` in name order: documents read, the rest skipped with why. A
+    folder another importer reads (a Slack export, a Maildir) is skipped whole, as are
+    hidden ones (``.git``)."""
+    hint = recognize(root) if recognize is not None else None
+    if hint is not None:
+        yield Item(shown_path(root), None, skipped="other source", detail=hint)
+        return
+    read_any = False
+    for current, folders, files in os.walk(root):
+        here = Path(current)
+        folders.sort()
+        for name in list(folders):
+            sub = here / name
+            hint = recognize(sub) if recognize is not None else None
+            if name.startswith("."):
+                yield Item(shown_path(sub), None, skipped="hidden", detail="hidden folder")
+            elif hint is not None:
+                yield Item(shown_path(sub), None, skipped="other source", detail=hint)
+            else:
+                continue
+            folders.remove(name)
+        for name in sorted(files):
+            file = here / name
+            suffix = file.suffix.lower()
+            if name.startswith("."):
+                yield Item(shown_path(file), None, skipped="hidden", detail="hidden file")
+            elif suffix in TEXT_SUFFIXES:
+                read_any = True
+                yield read_text_file(file)
+            elif suffix in JSONL_SUFFIXES:
+                read_any = True
+                yield from read_jsonl(file)
+            else:
+                hint = recognize(file) if recognize is not None else None
+                if hint is not None:
+                    yield Item(shown_path(file), None, skipped="other source", detail=hint)
+                else:
+                    yield Item(
+                        shown_path(file),
+                        None,
+                        skipped="not a document file",
+                        detail="not a .md, .txt or .jsonl file",
+                    )
+    if not read_any:
+        yield Item(shown_path(root), None, "no .md, .txt or .jsonl files in this folder")
 
 
 def shown_path(path: str | os.PathLike[str]) -> str:
@@ -101,7 +160,9 @@ def _from_json_line(location: str, line: str) -> Item:
         return Item(location, None, f"invalid JSON: {_first_line(exc)}")
     if not isinstance(obj, dict):
         return Item(location, None, "each line must be a JSON object")
-    return _document(location, obj)
+    if "source" not in obj:  # an explicit null (as `mempp export` writes) stays no source
+        obj = {**obj, "source": location}
+    return _document(location, _with_unknown_as_metadata(obj, FIELDS + EXPORT_FIELDS))
 
 
 def read_text_file(path: Path) -> Item:
@@ -134,11 +195,40 @@ def read_text_file(path: Path) -> Item:
                 return Item(f"{location}:1", None, "front matter must be a YAML mapping")
             meta = parsed or {}
             body = "".join(lines[end + 1 :])
-    fields = {k: meta.get(k) for k in FIELDS if k != "text"}
+    fields = _with_unknown_as_metadata(meta, FIELDS)
     fields["text"] = body.strip("\n")
+    if fields.get("date") is None:
+        fields["date"] = _date_in_name(path.name)
     if fields.get("source") is None:
         fields["source"] = location
     return _document(location, fields)
+
+
+def _with_unknown_as_metadata(
+    fields: dict[object, object], known: tuple[str, ...]
+) -> dict[object, object]:
+    """``fields`` with every key that is not a document's field moved into ``metadata``
+    (merged with a ``metadata`` mapping given), so nothing the file says is dropped."""
+    unknown = {k: v for k, v in fields.items() if k not in known and k != "metadata"}
+    out = {k: v for k, v in fields.items() if k in known}
+    given = fields.get("metadata")
+    if unknown and (given is None or isinstance(given, dict)):
+        out["metadata"] = {**(given or {}), **unknown}
+    else:
+        out["metadata"] = given  # not a mapping: Document.from_fields says so
+    return out
+
+
+def _date_in_name(name: str) -> str | None:
+    """The ``YYYY-MM-DD`` a file name starts with, if it is a real day."""
+    match = _NAME_DATE.match(name)
+    if match is None:
+        return None
+    try:
+        date.fromisoformat(match.group(1))
+    except ValueError:
+        return None
+    return match.group(1)
 
 
 def _yaml_error(location: str, exc: yaml.YAMLError) -> Item:

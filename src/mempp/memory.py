@@ -110,15 +110,23 @@ class Memory:
         tags: Iterable[str] | str = (),
         source: str | None = None,
         thread: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
     ) -> AddResult:
         """Store one document. Returns its new id, or why it was skipped (empty/duplicate).
 
         ``thread`` names the conversation, channel thread, e-mail thread or ticket the document
         belongs to; at read time a row lends context to the rows after it in its thread.
-        A single string ``tags`` is one tag.
+        A single string ``tags`` is one tag. ``metadata`` (a JSON-able mapping) is kept with
+        the record and exported, not searched.
         """
         doc = Document.create(
-            text, author=author, date=date, tags=tags, source=source, thread=thread
+            text,
+            author=author,
+            date=date,
+            tags=tags,
+            source=source,
+            thread=thread,
+            metadata=metadata,
         )
         return self._write_batch([doc])[0]
 
