@@ -933,8 +933,34 @@ def _raw_statements(location: str, rid: int) -> tuple[list[str], list[str]]:
         "DELETE FROM record_tags",
         "UPDATE record_tags SET label = 'x'",
     ]
+    # Every statement form that can rewrite or remove a row: conflict resolution (REPLACE,
+    # INSERT OR REPLACE) deletes the old row without firing DELETE triggers, upserts and
+    # MERGE update it.
+    copy = "id, scope, text, text_hash, author, ingested_at, ingested_key, embedding"
+    rewritten = "id, scope, 'rewritten', text_hash, 'Eve', ingested_at, ingested_key, embedding"
     if engine_of(location) == "postgres":
-        refused += ["TRUNCATE records CASCADE", "TRUNCATE record_tags"]
+        refused += [
+            "TRUNCATE records CASCADE",
+            "TRUNCATE record_tags",
+            f"""INSERT INTO records ({copy}) OVERRIDING SYSTEM VALUE SELECT {rewritten}
+                FROM records WHERE id = {rid}
+                ON CONFLICT (scope, id) DO UPDATE SET text = excluded.text""",
+            f"""MERGE INTO records r USING (SELECT {rid} AS id) s ON r.id = s.id
+                WHEN MATCHED THEN UPDATE SET text = 'rewritten'""",
+            f"""MERGE INTO records r USING (SELECT {rid} AS id) s ON r.id = s.id
+                WHEN MATCHED THEN DELETE""",
+            """MERGE INTO record_tags t USING (SELECT 1) s ON true WHEN MATCHED THEN DELETE""",
+        ]
+    else:
+        refused += [
+            f"REPLACE INTO records ({copy}) SELECT {rewritten} FROM records WHERE id = {rid}",
+            f"INSERT OR REPLACE INTO records ({copy}) SELECT {rewritten} FROM records "
+            f"WHERE id = {rid}",
+            f"""INSERT INTO records ({copy}) SELECT {rewritten} FROM records WHERE id = {rid}
+                ON CONFLICT (id) DO UPDATE SET text = excluded.text""",
+            "REPLACE INTO record_tags (label, record_id) SELECT label, record_id FROM record_tags",
+            "INSERT OR REPLACE INTO record_tags SELECT * FROM record_tags",
+        ]
     allowed = [
         f"UPDATE records SET state = 'archived' WHERE id = {rid}",
         f"UPDATE records SET state = 'active', superseded_by = NULL WHERE id = {rid}",

@@ -1,5 +1,5 @@
-"""The ``mempp`` command: add, ingest, import, get, info, export, search, evidence and ask over
-a store.
+"""The ``mempp`` command: add, ingest, import, get, info, export, search, evidence, ask and
+verify over a store.
 
 Exit codes: 0 success, 1 operational error (store cannot be opened, ...), 2 bad input
 (bad date, bad option; nothing is stored), 3 ingest finished but some items failed.
@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import logging
 import os
 import sqlite3
 import sys
@@ -32,7 +33,10 @@ class _Parser(argparse.ArgumentParser):
     mempp error, pointing at ``--help`` instead of printing the whole usage."""
 
     def error(self, message: str) -> NoReturn:
-        self.exit(EXIT_USAGE, f"mempp: error: {message} (see {self.prog} --help)\n")
+        # argparse quotes the arguments it could not place, which may hold line breaks.
+        flat = " ".join(message.split())
+        flat = flat if len(flat) <= 300 else flat[:297] + "..."
+        self.exit(EXIT_USAGE, f"mempp: error: {flat} (see {self.prog} --help)\n")
 
 
 class CliError(Exception):
@@ -144,6 +148,9 @@ def build_parser() -> argparse.ArgumentParser:
     from mempp.bench.cli import add_parser as add_bench_parser
 
     add_bench_parser(commands)
+    from mempp.integrity import add_parser as add_verify_parser
+
+    add_verify_parser(commands)
 
     consolidate = commands.add_parser(
         "consolidate",
@@ -178,6 +185,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    # The PostgreSQL driver and pool log warnings (a lost connection discarded, a pipeline
+    # ended) before the error they lead to; the command reports that error in one line, so
+    # without a logging setup of the caller's these stay quiet.
+    logging.getLogger("psycopg").addHandler(logging.NullHandler())
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
@@ -267,13 +278,22 @@ def _dispatch(args: argparse.Namespace) -> int:
             from mempp.llm import LLMClient
 
             llm = LLMClient.from_env(base_url=args.llm_base_url, model=args.model)
-    text = None
+    document = None
     if args.command == "add":
-        text = _read_stdin() if args.text == "-" else args.text
+        from mempp.records import Document
+
+        document = Document.create(
+            _read_stdin() if args.text == "-" else args.text,
+            author=args.author,
+            date=args.date,
+            tags=args.tags,
+            source=args.source,
+            thread=args.thread,
+        )
     memory = _open(args)
     with memory:
         if args.command == "add":
-            return _add(memory, args, text or "")
+            return _add(memory, args, document)
         if args.command == "get":
             return _get(memory, args)
         if args.command == "info":
@@ -287,6 +307,10 @@ def _dispatch(args: argparse.Namespace) -> int:
                 return _ask(memory, args, llm)
         if args.command == "consolidate":
             return _consolidate(memory, args, llm)
+        if args.command == "verify":
+            from mempp.integrity import run as run_verify
+
+            return run_verify(memory, args)
         return _evidence(memory, args)
 
 
@@ -340,7 +364,7 @@ def _open(args: argparse.Namespace):  # type: ignore[no-untyped-def]
     # Built before the store is opened, so a missing endpoint fails fast; the local default
     # is left to Memory, which loads it only when something needs encoding.
     name = args.encoder or os.environ.get(ENV_ENCODER)
-    encodes = args.command not in ("get", "info", "export")  # these only read rows
+    encodes = args.command not in ("get", "info", "export", "verify")  # these only read rows
     embedder = None if name is None or not encodes else embedder_named(name)
     return Memory(location, scope=args.scope or DEFAULT_SCOPE, embedder=embedder)
 
@@ -349,15 +373,8 @@ def _location(args: argparse.Namespace) -> str:
     return str(args.db or os.environ.get("MEMPP_DB") or "mempp.db")
 
 
-def _add(memory, args: argparse.Namespace, text: str) -> int:  # type: ignore[no-untyped-def]
-    result = memory.add(
-        text,
-        author=args.author,
-        date=args.date,
-        tags=args.tags,
-        source=args.source,
-        thread=args.thread,
-    )
+def _add(memory, args: argparse.Namespace, document) -> int:  # type: ignore[no-untyped-def]
+    [result] = memory.add_many([document])
     if args.json:
         _print_json({"id": result.id, "skipped": result.skipped})
     elif result.added:
@@ -371,7 +388,9 @@ def _record_id(value: str) -> int:
     try:
         record_id = int(value)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"record ids are integers, got {value!r}") from None
+        raise argparse.ArgumentTypeError(
+            f"record ids are integers, got {validate.shown(value)}"
+        ) from None
     if record_id < 1:
         raise argparse.ArgumentTypeError(f"record ids start at 1, got {record_id}")
     return record_id

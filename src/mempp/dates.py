@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
 
 from mempp.errors import InvalidDate
+from mempp.validate import shown
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _DATE_ONLY = re.compile(r"^\d{4}-\d{2}-\d{2}$")
@@ -87,19 +88,19 @@ def _parse_day(text: str) -> date:
     try:
         return date.fromisoformat(text)
     except ValueError:
-        raise InvalidDate(f"not a valid date: {text!r} (expected YYYY-MM-DD)") from None
+        raise InvalidDate(f"not a valid date: {shown(text)} (expected YYYY-MM-DD)") from None
 
 
 def _parse_moment(text: str) -> datetime:
     if not _DATETIME.match(text):
         raise InvalidDate(
-            f"not an ISO 8601 date or datetime: {text!r} "
+            f"not an ISO 8601 date or datetime: {shown(text)} "
             "(expected YYYY-MM-DD or YYYY-MM-DDTHH:MM[:SS][Z|+HH:MM])"
         )
     try:
         return datetime.fromisoformat(text)
     except ValueError:
-        raise InvalidDate(f"not a valid datetime: {text!r}") from None
+        raise InvalidDate(f"not a valid datetime: {shown(text)}") from None
 
 
 def now_key() -> int:

@@ -28,6 +28,7 @@ from mempp.records import AddResult, Document, Hit, Record
 from mempp.retrieval import LegLists, fuse_and_select, run_legs, scope_bound, to_hits
 from mempp.settings import Settings, preset
 from mempp.store import Store, open_store
+from mempp.store.verify import Check
 
 if TYPE_CHECKING:  # the LLM modules load only when ask() runs
     from mempp.answer import Answer
@@ -266,7 +267,9 @@ class Memory:
         if budget is not None:
             validate.count(budget, "budget")
         if style not in ("headers", "paper"):
-            raise InvalidInput(f"must be 'headers' or 'paper', got {style!r:.40}", field="style")
+            raise InvalidInput(
+                f"must be 'headers' or 'paper', got {validate.shown(style)}", field="style"
+            )
         if packing is not None and not isinstance(packing, PackingOptions):
             raise InvalidInput("must be PackingOptions or None", field="packing")
         hits = self.search(query, as_of=as_of, k=k, settings=settings)
@@ -325,6 +328,13 @@ class Memory:
         if record_id not in found:
             raise RecordNotFound(f"no record {record_id} in scope {self.scope!r}")
         return found[record_id]
+
+    # -- integrity --------------------------------------------------------------------
+    def verify(self) -> list[Check]:
+        """Check the whole store (every scope): the engine's own integrity check, the
+        full-text index against the records, a vector for every record, the append-only
+        triggers. See docs/architecture.md, "What the database enforces"."""
+        return self._store.verify()  # type: ignore[attr-defined, no-any-return]
 
 
 def as_document(item: DocumentLike) -> Document:

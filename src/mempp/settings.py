@@ -10,6 +10,7 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any, Literal
 
 from mempp.errors import InvalidInput
+from mempp.validate import shown
 
 LexicalMode = Literal["disjunctive", "conjunctive"]
 LexicalRank = Literal["bm25", "cover_density"]
@@ -140,8 +141,8 @@ PRESETS: dict[str, Settings] = {
 
 def preset(name: str) -> Settings:
     """Look up a named preset; the error lists the valid names."""
-    try:
-        return PRESETS[name]
-    except KeyError:
+    found = PRESETS.get(name) if isinstance(name, str) else None
+    if found is None:
         names = ", ".join(sorted(PRESETS))
-        raise InvalidInput(f"unknown preset {name!r} (choose from: {names})") from None
+        raise InvalidInput(f"unknown preset {shown(name)} (choose from: {names})")
+    return found

@@ -48,12 +48,16 @@ def _type_name(value: object) -> str:
     return "None" if value is None else type(value).__name__
 
 
-def _shown(value: object) -> str:
-    """A short repr for an error message (a huge integer's repr would itself fail)."""
+def shown(value: object) -> str:
+    """A short, safe rendering of a value for an error message (the repr of a huge integer
+    fails, and that of a huge list is huge)."""
+    if isinstance(value, str):
+        return repr(value) if len(value) <= 40 else repr(value[:37]) + "..."
     if is_int(value) and value.bit_length() > 64:  # type: ignore[union-attr]
         return f"an integer of {value.bit_length()} bits"  # type: ignore[union-attr]
-    text = repr(value)
-    return text if len(text) <= 40 else text[:37] + "..."
+    if value is None or isinstance(value, int | float):
+        return repr(value)
+    return f"a value of type {type(value).__name__}"
 
 
 def is_int(value: object) -> bool:
@@ -162,17 +166,17 @@ def query(value: object, field: str = "query") -> str:
 def count(value: object, field: str, *, maximum: int | None = None) -> int:
     """A positive integer (k, a budget, a batch or page size), at most ``maximum``."""
     if not is_int(value) or value < 1:  # type: ignore[operator]
-        raise InvalidInput(f"must be an integer >= 1, got {_shown(value)}", field=field)
+        raise InvalidInput(f"must be an integer >= 1, got {shown(value)}", field=field)
     if maximum is not None and value > maximum:  # type: ignore[operator]
-        raise InvalidInput(f"must be at most {maximum}, got {_shown(value)}", field=field)
+        raise InvalidInput(f"must be at most {maximum}, got {shown(value)}", field=field)
     return value  # type: ignore[return-value]
 
 
 def record_id(value: object, field: str = "id") -> int:
     if not is_int(value):
-        raise InvalidInput(f"record ids are integers, got {_shown(value)}", field=field)
+        raise InvalidInput(f"record ids are integers, got {shown(value)}", field=field)
     if not 1 <= value <= MAX_ID:  # type: ignore[operator]
-        raise InvalidInput(f"record ids run from 1 to {MAX_ID}, got {_shown(value)}", field=field)
+        raise InvalidInput(f"record ids run from 1 to {MAX_ID}, got {shown(value)}", field=field)
     return value  # type: ignore[return-value]
 
 

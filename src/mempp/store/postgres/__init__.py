@@ -69,6 +69,7 @@ from mempp.store.postgres.schema import (
     mask_url,
     prepare_threshold_from_env,
 )
+from mempp.store.postgres.verify import _VerifyMixin
 
 __all__ = [
     "BM25_MAX_ROWS",
@@ -87,7 +88,7 @@ __all__ = [
 ]
 
 
-class PostgresStore(_LegsMixin, _ChangeLogMixin, _GraphMixin):
+class PostgresStore(_LegsMixin, _ChangeLogMixin, _GraphMixin, _VerifyMixin):
     """A store in a PostgreSQL database with the pgvector extension.
 
     ``url`` is a libpq URL (``postgresql://user:password@host:port/db?...``). The schema is

@@ -16,10 +16,24 @@ undo) and ``graph`` (triples), combined here as ``SQLiteStore``.
 
 from __future__ import annotations
 
+import functools
+import inspect
+import sqlite3
+from collections.abc import Callable
+from typing import Any
+
+from mempp.errors import StoreError
 from mempp.store.sqlite.changelog import _ChangeLogMixin
 from mempp.store.sqlite.graph import _GraphMixin
 from mempp.store.sqlite.legs import _LegsMixin, fts_match_expression, thread_key
-from mempp.store.sqlite.schema import BM25_RAM_MIN_ROWS, BUSY_TIMEOUT_S, FTS_TOKENIZE, MIGRATIONS
+from mempp.store.sqlite.schema import (
+    BM25_RAM_MIN_ROWS,
+    BUSY_TIMEOUT_S,
+    FTS_TOKENIZE,
+    MIGRATIONS,
+    describe_failure,
+)
+from mempp.store.sqlite.verify import _VerifyMixin
 
 __all__ = [
     "BM25_RAM_MIN_ROWS",
@@ -32,5 +46,30 @@ __all__ = [
 ]
 
 
-class SQLiteStore(_LegsMixin, _ChangeLogMixin, _GraphMixin):
+def _operational_errors(cls: type) -> type:
+    """Every public method raises ``StoreError`` where SQLite raises: a page damaged after the
+    file was opened, a disk that is full or gone, a file made read-only meanwhile. The methods
+    handle the errors they expect themselves; this is the boundary for the rest."""
+
+    def wrap(method: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(method)
+        def translated(self: Any, *args: Any, **kwargs: Any) -> Any:
+            try:
+                return method(self, *args, **kwargs)
+            except sqlite3.DatabaseError as exc:
+                raise StoreError(
+                    f"{self.location}: {describe_failure(self.location, exc)}"
+                ) from None
+
+        return translated
+
+    for name in dir(cls):
+        attribute = inspect.getattr_static(cls, name)
+        if not name.startswith("_") and inspect.isfunction(attribute):
+            setattr(cls, name, wrap(attribute))
+    return cls
+
+
+@_operational_errors
+class SQLiteStore(_LegsMixin, _ChangeLogMixin, _GraphMixin, _VerifyMixin):
     """The default engine: a single local file, no server."""

@@ -13,7 +13,7 @@ import numpy as np
 from mempp.dates import now_key
 from mempp.errors import EncoderMismatch, StoreError
 from mempp.records import AddResult, Document, Record, State, text_hash
-from mempp.store.sqlite.schema import _SQLiteBase
+from mempp.store.sqlite.schema import _SQLiteBase, describe_failure
 
 _RECORD_COLUMNS = (
     "id, text, author, event_date, tags, source, scope, ingested_at, state, superseded_by, "
@@ -114,8 +114,9 @@ class _RecordsMixin(_SQLiteBase):
                         conn, scope, doc, vector, doc.tag_labels(), ingested_at, ingested_key
                     )
                     results.append(AddResult(row_id))
-        except sqlite3.Error as exc:
-            raise StoreError(f"could not store the batch in {self.location}: {exc}") from None
+        except sqlite3.DatabaseError as exc:
+            reason = describe_failure(self.location, exc)
+            raise StoreError(f"could not store the batch in {self.location}: {reason}") from None
         return results
 
     @staticmethod

@@ -201,7 +201,49 @@ MIGRATIONS: tuple[Migration, ...] = (
             END""",
         ),
     ),
+    Migration(
+        5,
+        "refuse REPLACE: conflict resolution deletes rows without firing DELETE triggers",
+        tuple(
+            f"""CREATE TRIGGER {table}_no_replace BEFORE INSERT ON {table}
+                WHEN EXISTS (SELECT 1 FROM {table} WHERE {match}) BEGIN
+                SELECT RAISE(ABORT, 'mempp: {what} is append-only; REPLACE is refused');
+            END"""
+            for table, match, what in (
+                ("records", "id = NEW.id", "the record"),
+                ("record_tags", "label = NEW.label AND record_id = NEW.record_id", "the record"),
+                ("consolidation_runs", "id = NEW.id", "the consolidation log"),
+                (
+                    "consolidation_groups",
+                    "run_id = NEW.run_id AND group_no = NEW.group_no",
+                    "the consolidation log",
+                ),
+                ("consolidation_changes", "id = NEW.id", "the consolidation log"),
+            )
+        ),
+    ),
 )
+
+
+def describe_failure(location: str, exc: sqlite3.DatabaseError) -> str:
+    """Why SQLite refused the file, in one line that blames the right thing: the folder, the
+    file's mode, its content."""
+    path = Path(location).expanduser()
+    folder = path.resolve().parent
+    reason = str(exc)
+    if "readonly" in reason or "unable to open" in reason:
+        if not os.access(folder, os.W_OK):
+            return (
+                f"folder {folder} is not writable (SQLite keeps {path.name}-wal and "
+                f"{path.name}-shm beside the file)"
+            )
+        if path.exists() and not os.access(path, os.W_OK):
+            return "the file is read-only"
+    if "not a database" in reason:
+        return f"it is not a SQLite database ({reason})"
+    if "malformed" in reason:
+        return f"the file is damaged ({reason}); `mempp verify` checks it"
+    return reason
 
 
 def _now() -> str:
@@ -239,12 +281,15 @@ class _SQLiteBase:
                 isolation_level=None,
                 check_same_thread=False,
             )
+            self._refuse_foreign()
             self._conn.execute("PRAGMA journal_mode=WAL")
             self._conn.execute("PRAGMA synchronous=FULL")
             self._conn.execute("PRAGMA foreign_keys=ON")
             self._migrate()
         except sqlite3.DatabaseError as exc:
-            raise StoreError(f"cannot open {self.location} as a mempp database: {exc}") from None
+            raise StoreError(
+                f"cannot open {self.location}: {describe_failure(self.location, exc)}"
+            ) from None
         self._index: ExactVectorIndex | None = None
         self.bm25_min_rows = BM25_RAM_MIN_ROWS
         self._bm25: Bm25Index | None = None
@@ -269,6 +314,25 @@ class _SQLiteBase:
                 self._conn.execute("COMMIT")
             finally:
                 self._dirty = True
+
+    def _refuse_foreign(self) -> None:
+        """Refuse, before anything is written, a database that holds tables and is not
+        mempp's: turning another program's file into a store (WAL mode, new tables) would
+        change data that is not ours."""
+        names = [
+            row[0]
+            for row in self._conn.execute(
+                "SELECT name FROM sqlite_master WHERE type IN ('table', 'view') "
+                "AND name NOT LIKE 'sqlite_%' ORDER BY name"
+            )
+        ]
+        if names and "mempp_migrations" not in names:
+            shown = ", ".join(names[:3]) + (", ..." if len(names) > 3 else "")
+            self._conn.close()
+            raise StoreError(
+                f"{self.location} is not a mempp database (it holds tables {shown}); "
+                "mempp leaves it unchanged"
+            )
 
     def _migrate(self) -> None:
         conn = self._conn

@@ -1,0 +1,39 @@
+"""``verify`` for the PostgreSQL engine: a vector of the bound size for every record, each
+row's full-text vector as the text gives it, the append-only triggers. (Page-level integrity
+is PostgreSQL's own: data checksums and the ``amcheck`` extension.)"""
+
+from __future__ import annotations
+
+from mempp.store.postgres.schema import _PostgresBase
+from mempp.store.verify import POSTGRES_TRIGGERS, Check, triggers_check, vectors_check
+
+
+class _VerifyMixin(_PostgresBase):
+    def verify(self) -> list[Check]:
+        checks: list[Check] = []
+        with self._connection() as conn:
+            bad = "SELECT count(*) FROM records WHERE embedding IS NULL "
+            bad += " OR vector_dims(embedding) != %s"
+            dim = conn.execute("SELECT value FROM mempp_meta WHERE key = 'dim'").fetchone()
+            total = conn.execute("SELECT count(*) FROM records").fetchone()[0]
+            count_bad = lambda size: conn.execute(bad, (size,)).fetchone()[0]  # noqa: E731
+            checks.append(vectors_check(dim and dim[0], total, count_bad))
+            stale = conn.execute(
+                "SELECT count(*) FROM records WHERE tsv IS DISTINCT FROM mempp_tsvector(text)"
+            ).fetchone()[0]
+            checks.append(
+                Check(
+                    "full-text index",
+                    stale == 0,
+                    f"{stale} rows' tsvector differs from their text" if stale else "matches",
+                )
+            )
+            present = {
+                row[0]
+                for row in conn.execute(
+                    "SELECT tgname FROM pg_trigger WHERE NOT tgisinternal AND tgrelid IN "
+                    "(SELECT oid FROM pg_class WHERE relnamespace = current_schema()::regnamespace)"
+                )
+            }
+        checks.append(triggers_check(present, POSTGRES_TRIGGERS))
+        return checks

@@ -1,0 +1,46 @@
+"""``verify`` for the SQLite engine: the file's own integrity check, the full-text index
+against the records, a vector of the right size for every record, the append-only triggers."""
+
+from __future__ import annotations
+
+import sqlite3
+
+from mempp.store.sqlite.schema import _SQLiteBase
+from mempp.store.verify import SQLITE_TRIGGERS, Check, triggers_check, vectors_check
+
+
+class _VerifyMixin(_SQLiteBase):
+    def verify(self) -> list[Check]:
+        checks: list[Check] = []
+        with self._lock:
+            conn = self._conn
+            problems = [row[0] for row in conn.execute("PRAGMA integrity_check(20)")]
+            checks.append(
+                Check("sqlite integrity_check", problems == ["ok"], "; ".join(problems)[:500])
+            )
+            try:
+                # rank=1: compare the index with the records table it is built from.
+                conn.execute(
+                    "INSERT INTO records_fts (records_fts, rank) VALUES ('integrity-check', 1)"
+                )
+                checks.append(Check("full-text index", True, "matches the records"))
+            except sqlite3.DatabaseError as exc:
+                checks.append(
+                    Check(
+                        "full-text index",
+                        False,
+                        f"does not match the records ({exc}); a row may have been removed "
+                        "from it with the FTS5 'delete' command",
+                    )
+                )
+            bad = "SELECT count(*) FROM records WHERE embedding IS NULL OR length(embedding) != ?"
+            dim = conn.execute("SELECT value FROM mempp_meta WHERE key = 'dim'").fetchone()
+            total = conn.execute("SELECT count(*) FROM records").fetchone()[0]
+            count_bad = lambda size: conn.execute(bad, (size * 4,)).fetchone()[0]  # noqa: E731
+            checks.append(vectors_check(dim and dim[0], total, count_bad))
+            present = {
+                row[0]
+                for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'")
+            }
+        checks.append(triggers_check(present, SQLITE_TRIGGERS))
+        return checks

@@ -1,0 +1,72 @@
+"""What ``mempp verify`` checks, engine by engine: the result type and the append-only
+triggers every store must still have (an owner can drop them; verify says so)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class Check:
+    """One integrity check: its name, whether it passed, and what it found."""
+
+    name: str
+    ok: bool
+    detail: str
+
+    def to_dict(self) -> dict[str, object]:
+        return {"check": self.name, "ok": self.ok, "detail": self.detail}
+
+
+# The triggers that refuse deletes and rewrites, by engine (see each engine's MIGRATIONS).
+SQLITE_TRIGGERS = frozenset(
+    {
+        "records_no_delete",
+        "records_content_frozen",
+        "records_no_replace",
+        "record_tags_no_delete",
+        "record_tags_frozen",
+        "record_tags_no_replace",
+        "consolidation_changes_frozen",
+        "consolidation_changes_no_delete",
+        "consolidation_groups_frozen",
+        "consolidation_groups_no_delete",
+        "consolidation_runs_no_delete",
+    }
+)
+POSTGRES_TRIGGERS = frozenset(
+    {
+        "records_no_delete",
+        "records_no_truncate",
+        "records_content_frozen",
+        "record_tags_no_delete",
+        "record_tags_no_truncate",
+        "record_tags_frozen",
+        "consolidation_changes_frozen",
+        "consolidation_changes_no_truncate",
+        "consolidation_groups_frozen",
+        "consolidation_groups_no_truncate",
+        "consolidation_runs_no_delete",
+        "consolidation_runs_no_truncate",
+        "consolidation_runs_frozen",
+        "consolidation_runs_undone_once",
+    }
+)
+
+
+def triggers_check(present: set[str], expected: frozenset[str]) -> Check:
+    missing = sorted(expected - present)
+    if missing:
+        return Check("append-only triggers", False, "missing: " + ", ".join(missing))
+    return Check("append-only triggers", True, f"all {len(expected)} present")
+
+
+def vectors_check(dim: str | None, total: int, count_bad: Callable[[int], int]) -> Check:
+    """Every record has a vector of the bound size; ``count_bad(dim)`` counts those without."""
+    if dim is None:
+        return Check("vectors", total == 0, f"no encoder bound; {total} records")
+    bad = count_bad(int(dim))
+    if bad:
+        return Check("vectors", False, f"{bad} of {total} records lack a {dim}-d vector")
+    return Check("vectors", True, f"every one of {total} records has a {dim}-d vector")
