@@ -255,9 +255,7 @@ class _HttpxTransport:
         # Connecting should fail fast even when a long generation is allowed.
         self._client = httpx.Client(timeout=httpx.Timeout(timeout, connect=min(timeout, 10.0)))
 
-    def post(
-        self, url: str, headers: Mapping[str, str], body: bytes, timeout: float
-    ) -> _Response:
+    def post(self, url: str, headers: Mapping[str, str], body: bytes, timeout: float) -> _Response:
         limit = self._httpx.Timeout(timeout, connect=min(timeout, 10.0))
         try:
             response = self._client.post(url, headers=dict(headers), content=body, timeout=limit)
@@ -273,9 +271,7 @@ class _HttpxTransport:
 
 
 class _UrllibTransport:
-    def post(
-        self, url: str, headers: Mapping[str, str], body: bytes, timeout: float
-    ) -> _Response:
+    def post(self, url: str, headers: Mapping[str, str], body: bytes, timeout: float) -> _Response:
         request = urllib.request.Request(url, data=body, headers=dict(headers), method="POST")
         try:
             with urllib.request.urlopen(request, timeout=timeout) as response:
