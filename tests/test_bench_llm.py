@@ -490,7 +490,7 @@ def test_failures_are_recorded_never_scored_zero(
     rows = rows_of(results, "vector")
     judged = rows["locomo-1-q2"]
     assert judged["answer_text"] and judged["answer_score"] is None
-    assert "label must be one of" in judged["judge_error"]
+    assert "should be one of 'CORRECT', 'WRONG'" in judged["judge_error"]
     assert judged["answer_f1"] is not None  # F1 and BLEU-1 need no judge
     failed = rows["locomo-2-q0"]
     assert failed["answer_text"] is None and failed["answer_score"] is None

@@ -387,8 +387,9 @@ def parse_json_reply(
     raises :class:`LLMReplyError` rather than being patched up. ``schema`` maps each required key
     to its type (``str``, ``int``, ``float``, ``bool``, ``list[int]``, ``dict[str, float]``,
     ``int | str``, ``Literal["a", "b"]``, a nested mapping, ``[spec]`` for a list of ``spec``).
-    ``required`` names the keys that must be present (default: all); the others are checked
-    only when present. ``check`` may raise ``ValueError`` for rules a schema cannot express.
+    ``required`` names the keys that must be present (default: all); another key that does
+    not fit its type is dropped from the result. ``check`` may raise ``ValueError`` for rules
+    a schema cannot express.
     """
     if not isinstance(text, str):
         raise LLMReplyError("reply is not text", reply=None)
@@ -419,6 +420,9 @@ def parse_json_reply(
             if key in needed:
                 problems.append(f"missing key {key!r}")
         elif not _matches(value[key], spec):
+            if key not in needed:  # an optional key that is malformed is as good as absent
+                del value[key]
+                continue
             problems.append(f"key {key!r} should be {_spec_name(spec)}, got {value[key]!r:.80}")
     if problems:
         raise LLMReplyError("reply JSON does not fit: " + "; ".join(problems), reply=text)
@@ -471,6 +475,8 @@ def _spec_name(spec: SchemaSpec) -> str:
         return "an object with " + ", ".join(repr(k) for k in spec)
     if isinstance(spec, list):
         return f"a list of {_spec_name(spec[0])}"
+    if typing.get_origin(spec) is typing.Literal:
+        return "one of " + ", ".join(repr(arg) for arg in typing.get_args(spec))
     return getattr(spec, "__name__", None) or str(spec)
 
 
