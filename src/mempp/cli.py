@@ -308,6 +308,7 @@ def _add(memory, args: argparse.Namespace, text: str) -> int:  # type: ignore[no
 def _ingest(memory, args: argparse.Namespace) -> int:  # type: ignore[no-untyped-def]
     from tqdm import tqdm
 
+    from mempp.encoders.openai import EmbeddingRejected
     from mempp.ingest import read_sources
 
     if args.batch_size < 1:
@@ -318,8 +319,18 @@ def _ingest(memory, args: argparse.Namespace) -> int:  # type: ignore[no-untyped
     batch: list[tuple[str, Any]] = []
 
     def flush() -> None:
-        results = memory.add_many([doc for _, doc in batch], batch_size=len(batch))
-        for result in results:
+        try:
+            results = memory.add_many([doc for _, doc in batch], batch_size=len(batch))
+            outcomes = list(zip(batch, results, strict=True))
+        except EmbeddingRejected:
+            outcomes = []  # one input was refused: store the others one by one, name it
+            for location, doc in batch:
+                try:
+                    outcomes.append(((location, doc), memory.add_many([doc])[0]))
+                except EmbeddingRejected as exc:
+                    failures.append({"location": location, "reason": str(exc)})
+                    tqdm.write(f"{location}: {exc}", file=sys.stderr)
+        for _, result in outcomes:
             if result.added:
                 added_ids.append(result.id)
             else:

@@ -1063,7 +1063,7 @@ def _status_error(url: str, response: _Response) -> LLMError:
     """The error a non-2xx answer stands for, by kind (see :func:`_retryable`)."""
     detail = _error_detail(response.body)
     status = response.status
-    if status in (400, 413, 422, 500) and _OVERFLOW.search(detail):
+    if status == 413 or (status in (400, 422, 500) and _OVERFLOW.search(detail)):
         # llama.cpp answers an oversized input with 500; the cause is the request, not the
         # server, so it is the caller's to shrink, not ours to repeat.
         return LLMContextOverflow(
