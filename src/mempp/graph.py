@@ -23,7 +23,7 @@ from __future__ import annotations
 import logging
 import re
 import unicodedata
-from collections.abc import Collection, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -121,6 +121,13 @@ class ExtractReport:
     failures: int = 0
     failed: dict[int, str] = field(default_factory=dict)
 
+    def summary(self) -> str:
+        """One line for people (the CLI prints it)."""
+        return (
+            f"extracted {self.extracted} of {self.pending} pending rows ({self.triples} triples)"
+            f", {self.failures} failed (left pending, tried again next time)"
+        )
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "model": self.model,
@@ -212,11 +219,14 @@ def extract(
     *,
     limit: int | None = None,
     max_workers: int = 1,
+    progress: Callable[[int, str | None], None] | None = None,
 ) -> ExtractReport:
     """Extract triples for the scope's active rows not yet extracted (``ids`` narrows them;
     ``limit`` caps how many rows this call processes). One LLM call per row.
 
     A failed call or unusable reply is counted in the report and leaves the row pending.
+    ``progress(record_id, failure)`` is called after each row (``failure`` is ``None`` when
+    the row was stored).
     """
     if limit is not None and (not isinstance(limit, int) or limit < 0):
         raise InvalidInput("limit must be an integer >= 0")
@@ -234,6 +244,8 @@ def extract(
         elif store.add_triples(memory.scope, record_id, outcome, llm.model):
             report.extracted += 1
             report.triples += len(outcome)
+        if progress is not None:
+            progress(record_id, outcome if isinstance(outcome, str) else None)
     return report
 
 
