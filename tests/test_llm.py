@@ -197,6 +197,13 @@ def test_a_phrase_of_the_input_is_not_an_echo_even_when_the_instructions_quote_i
         }
 
 
+def test_without_a_schema_any_json_object_is_asked_for(server):
+    server.reply('{"free": "form"}')
+    with make_client(server) as client:
+        assert client.chat_json(MESSAGES) == {"free": "form"}
+    assert server.requests[0].body["response_format"] == {"type": "json_object"}
+
+
 def test_json_mode_can_be_switched_off_for_servers_without_it(server):
     server.reply('{"a": 1}')
     with make_client(server, json_mode=False) as client:
@@ -529,8 +536,14 @@ def test_config_from_env_and_overrides():
         "MEMPP_LLM_API_KEY": "ollama",
         "MEMPP_LLM_TIMEOUT": "12.5",
         "MEMPP_LLM_JSON_MODE": "0",
+        "MEMPP_LLM_DEADLINE": "45",
     }
     config = LLMConfig.from_env(env, model="qwen2.5", base_url=None)
+    assert config.deadline == 45.0 and LLMConfig().deadline == 120.0
+    with pytest.raises(InvalidInput, match="MEMPP_LLM_DEADLINE"):
+        LLMConfig.from_env({"MEMPP_LLM_DEADLINE": "soon"})
+    with pytest.raises(InvalidInput, match="deadline"):
+        LLMClient(base_url="http://127.0.0.1:1/v1", model="m", deadline=0)
     assert config.base_url == "http://localhost:11434/v1"
     assert config.model == "qwen2.5"  # an override wins; a None override is ignored
     assert config.api_key == "ollama" and config.timeout == 12.5 and config.json_mode is False

@@ -820,7 +820,10 @@ class LLMClient:
         while True:
             mode = self._format
             response_format: dict[str, Any] | None = None
-            if mode == "json_schema":
+            if mode == "json_schema" and not shape["properties"]:
+                # No schema given: an empty one would force "{}"; ask for any object instead.
+                response_format = {"type": "json_object"}
+            elif mode == "json_schema":
                 spec: dict[str, Any] = {"name": _schema_name(name), "schema": shape}
                 if _is_strict(shape):
                     spec["strict"] = True
