@@ -24,6 +24,7 @@ from typing import Any
 import pytest
 
 from mempp import Memory
+from mempp.answer import ask
 from mempp.cli import main
 from mempp.llm import LLMClient, LLMError, placeholder_problem
 
@@ -75,7 +76,10 @@ def report() -> Iterator[None]:
 
 @pytest.fixture
 def llm() -> Iterator[LLMClient]:
-    with LLMClient(base_url=CHAT_URL, model=CHAT_MODEL, timeout=120.0, max_retries=1) as client:
+    # A small model on a shared CPU can take minutes per call: generous, but still bounded.
+    with LLMClient(
+        base_url=CHAT_URL, model=CHAT_MODEL, timeout=600.0, deadline=900.0, max_retries=1
+    ) as client:
         yield client
 
 
@@ -92,7 +96,7 @@ def rows(memory: Memory) -> dict[int, tuple[Any, ...]]:
     conn = sqlite3.connect(memory.store.location)
     try:
         found = conn.execute(
-            "SELECT id, text, author, date, state, superseded_by FROM records ORDER BY id"
+            "SELECT id, text, author, event_date, state, superseded_by FROM records ORDER BY id"
         ).fetchall()
     finally:
         conn.close()
@@ -111,7 +115,9 @@ def test_ask(memory: Memory, llm: LLMClient, as_of: str | None) -> None:
     before = rows(memory)
     started = time.monotonic()
     try:
-        answer = memory.ask("When is the Helix launch?", as_of=as_of, llm=llm, k=10)
+        answer = ask(
+            memory, "When is the Helix launch?", as_of=as_of, llm=llm, k=10, max_tokens=200
+        )
     except LLMError as exc:  # an unusable reply is a named failure, not a crash
         record(f"ask{' --as-of' if as_of else ''}", started, f"failed: {exc}"[:120], llm)
     else:
