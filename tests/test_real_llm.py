@@ -52,6 +52,8 @@ RESULTS: list[dict[str, Any]] = []
 
 
 def record(path: str, started: float, outcome: str, llm: LLMClient | None = None) -> None:
+    """Add a row to the results table, rewritten after every row so that a run stopped part
+    way (a slow model) still leaves what it measured."""
     RESULTS.append(
         {
             "path": path,
@@ -60,13 +62,8 @@ def record(path: str, started: float, outcome: str, llm: LLMClient | None = None
             "format": llm.format_mode if llm is not None else "–",
         }
     )
-
-
-@pytest.fixture(scope="module", autouse=True)
-def report() -> Iterator[None]:
-    yield
     target = os.environ.get("MEMPP_TEST_LLM_REPORT")
-    if target and RESULTS:
+    if target:
         lines = ["| path | seconds | response format | outcome |", "|---|---|---|---|"]
         lines += [
             f"| {r['path']} | {r['seconds']} | {r['format']} | {r['outcome']} |" for r in RESULTS
