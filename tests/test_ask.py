@@ -74,13 +74,15 @@ def test_ask_answers_from_evidence_and_keeps_only_shown_citations(memory, launch
         "answer": answer.answer,
         "citations": [second, first],
         "evidence": answer.evidence,
+        "citations_from_text": False,
     }
 
     [request] = server.requests
     body = request.body
     assert body["model"] == "answer-model"
     assert body["temperature"] == 0
-    assert body["response_format"] == {"type": "json_object"}
+    assert body["response_format"]["type"] == "json_schema"
+    assert body["response_format"]["json_schema"]["schema"]["required"] == ["answer", "citations"]
     system, user = request.messages
     assert system["role"] == "system" and '"citations"' in system["content"]
     # the evidence block is shown with dates, authors and record ids
@@ -190,3 +192,24 @@ def test_ask_with_packing_shows_long_records_as_excerpts(memory, launch_ids, ser
     assert f"full text: record {long_id}" in prompt and "The launch date is final." in prompt
     assert len(prompt) < len(filler)  # the long record was not shown whole
     assert answer.citations == [long_id]  # an excerpted record is still citable
+
+
+def test_an_answer_without_a_citation_list_is_kept_with_citations_from_its_text(
+    memory, launch_ids, server, llm
+):
+    first, second = launch_ids[0], launch_ids[1]
+    server.reply_json(
+        {"answer": f"Monday 15 April, per [record {second}] (was record {first}; see record 9999)."}
+    )
+    answer = ask(memory, "When is the launch?", llm=llm)
+    assert len(server.requests) == 1  # no corrective retry for a missing list
+    assert answer.citations_from_text is True
+    assert answer.citations == [second, first] and answer.dropped_citations == [9999]
+    assert answer.to_dict()["citations_from_text"] is True
+
+
+def test_a_placeholder_answer_is_never_accepted(memory, launch_ids, server, llm):
+    server.reply_json({"answer": "<your answer>", "citations": []})
+    server.reply_json({"answer": "a string holding your answer", "citations": []})
+    with pytest.raises(LLMReplyError, match=r"placeholder|repeats"):
+        ask(memory, "When is the launch?", llm=llm)

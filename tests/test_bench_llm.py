@@ -490,7 +490,7 @@ def test_failures_are_recorded_never_scored_zero(
     rows = rows_of(results, "vector")
     judged = rows["locomo-1-q2"]
     assert judged["answer_text"] and judged["answer_score"] is None
-    assert "label must be one of" in judged["judge_error"]
+    assert "should be one of 'CORRECT', 'WRONG'" in judged["judge_error"]
     assert judged["answer_f1"] is not None  # F1 and BLEU-1 need no judge
     failed = rows["locomo-2-q0"]
     assert failed["answer_text"] is None and failed["answer_score"] is None
@@ -498,6 +498,10 @@ def test_failures_are_recorded_never_scored_zero(
     summary = results["llm"]["answers"]["vector"]
     assert summary["judge_failures"] == 1 and summary["answer_failures"] == 1
     assert summary["failures"] == 2 and summary["scored"] == 3
+    # "context too long" is a context overflow: reported as such, counted, never scored
+    assert failed["context_overflow"] is True and summary["context_overflows"] == 1
+    assert "too large for the model" in failed["answer_error"]
+    assert results["llm"]["settings"]["concurrency"] == 1  # a loopback endpoint starts at one
     assert results["aggregates"]["vector"]["overall"]["answer_score"]["n"] == 3
     assert results["llm"]["aborted"] is None
 
@@ -893,3 +897,17 @@ def test_llm_options_come_from_flags_then_the_environment() -> None:
     assert flagged is not None and (flagged.base_url, flagged.judge) == ("http://vllm:8000/v1", "j")
     with pytest.raises(Exception, match="must start with http"):
         llm_eval.LLMOptions.resolve(base_url="localhost:8000", answer_model="a", env={})
+
+
+def test_default_concurrency_is_one_for_a_loopback_endpoint() -> None:
+    from mempp.bench.llm_eval import DEFAULT_CONCURRENCY, LLMOptions, default_concurrency
+
+    for url in ("http://127.0.0.1:8080/v1", "http://localhost:11434/v1", "http://[::1]:8000/v1"):
+        assert default_concurrency(url) == 1
+    assert default_concurrency("https://api.openai.com/v1") == DEFAULT_CONCURRENCY == 4
+    options = LLMOptions.resolve(base_url="http://localhost:8080/v1", answer_model="m", env={})
+    assert options is not None and options.concurrency == 1
+    options = LLMOptions.resolve(
+        base_url="http://localhost:8080/v1", answer_model="m", concurrency=3, env={}
+    )
+    assert options is not None and options.concurrency == 3

@@ -610,3 +610,44 @@ def test_engines_without_the_capability_are_refused() -> None:
 
     with pytest.raises(StoreError, match="Bare engine does not support consolidation"):
         supports(Bare(), ConsolidationStore, "consolidation")
+
+
+@pytest.mark.parametrize(
+    ("merged", "why"),
+    [
+        ("<the merged record>", "placeholder"),
+        ("...", "placeholder"),
+        ("the record you wrote", "repeats the instructions"),
+        ("Quarterly hiring freeze announced for the Berlin office.", "not grounded"),
+        ("", "text is empty"),
+    ],
+)
+def test_a_placeholder_echo_or_ungrounded_merge_archives_nothing(
+    memory, server, llm, merged, why
+) -> None:
+    add(memory, "budget april", "Ana", "2024-02-10")
+    add(memory, "budget april april", "Ben", "2024-01-20")
+    before, rows = states(memory), content(memory)
+    label(server, "restatement")
+    server.reply_json({"text": merged})
+    report = consolidate(memory, llm)
+    assert report.failures == 1 and report.merged == 0 and report.archived == 0
+    assert why in report.details[0].detail
+    assert states(memory) == before and content(memory) == rows  # no row added, none moved
+
+
+def test_prompts_show_the_reply_shape_without_a_fillable_example(memory, server, llm) -> None:
+    add(memory, "budget april", "Ana")
+    add(memory, "budget april april", "Ben")
+    label(server, "restatement")
+    server.reply_json({"text": "Budget: April."})
+    consolidate(memory, llm)
+    label_request, merge_request = server.requests
+    for request in (label_request, merge_request):
+        system = request.messages[0]["content"]
+        assert "<" not in system and "..." not in system
+        assert request.body["response_format"]["type"] == "json_schema"
+    merge_format = merge_request.body["response_format"]["json_schema"]
+    assert merge_format["name"] == "consolidation_merge" and merge_format["strict"] is True
+    label_schema = label_request.body["response_format"]["json_schema"]["schema"]
+    assert label_schema["properties"]["label"]["enum"] == ["conflict", "restatement", "distinct"]

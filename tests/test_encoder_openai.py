@@ -161,3 +161,78 @@ def test_cli_encoder_option(
     assert all(r.path == "/v1/embeddings" for r in server.requests)
     assert main(["--db", db, "--encoder", "bogus", "search", "launch"]) == 2
     assert "unknown encoder" in capsys.readouterr().err
+
+
+def too_large_over(limit: int):
+    """A responder that, like llama.cpp's server, answers 500 "too large" when any input is
+    longer than ``limit`` characters, and refuses every input holding POISON whatever its
+    length."""
+
+    def respond(request: RecordedRequest) -> ScriptedReply:
+        inputs = request.body["input"]
+        if any(len(text) > limit or "POISON" in text for text in inputs):
+            size = max(len(text) for text in inputs)
+            message = (
+                f"input ({size} tokens) is too large to process. increase the physical batch size"
+            )
+            return ScriptedReply(status=500, body={"error": {"message": message}})
+        return embeddings_reply(request)
+
+    return respond
+
+
+def test_long_texts_are_cut_before_sending(server: FakeOpenAI) -> None:
+    encoder = embedder(server, max_tokens=100)
+    assert encoder.embed(["launch " * 5_000]).shape == (1, 5)
+    [request] = server.requests
+    assert len(request.body["input"][0]) == 300  # 100 tokens at 3 characters each
+
+
+def test_too_large_halves_the_batch_then_the_text(server: FakeOpenAI) -> None:
+    server.responder = too_large_over(500)
+    encoder = embedder(server, max_tokens=1_000)  # cuts at 3,000 characters: too many here
+    texts = ["launch friday", "budget " * 400, "pricing", "launch"]
+    out = encoder.embed(texts)
+    assert out.shape == (4, 5)
+    np.testing.assert_allclose(out[0], embedder(server).embed(["launch friday"])[0], rtol=1e-6)
+    sizes = [len(r.body["input"]) for r in server.requests[:-1]]
+    assert sizes[:3] == [4, 2, 1]  # the batch was halved down to the one long text
+    long_tries = [
+        len(r.body["input"][0]) for r in server.requests if "budget" in r.body["input"][0]
+    ]
+    assert long_tries[-1] <= 500 < long_tries[-2]  # then the text itself was halved
+    assert server.requests and all(r.path == "/v1/embeddings" for r in server.requests)
+
+
+def test_a_permanent_refusal_is_not_retried(server: FakeOpenAI) -> None:
+    server.error(501, message="This server does not support embeddings. Start it with --embeddings")
+    with pytest.raises(LLMError, match="does not support embeddings") as info:
+        embedder(server).embed(["launch"])
+    assert info.value.status == 501 and len(server.requests) == 1
+
+
+def test_ingest_reports_a_refused_document_and_stores_the_rest(
+    server: FakeOpenAI,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    server.responder = too_large_over(10_000)
+    monkeypatch.setenv("MEMPP_EMBED_BASE_URL", server.base_url)
+    monkeypatch.setenv("MEMPP_EMBED_MODEL", "fake-embed")
+    source = tmp_path / "docs.jsonl"
+    lines = [{"text": f"launch note {n}"} for n in range(5)]
+    lines[2] = {"text": "POISON budget"}
+    source.write_text("\n".join(json.dumps(line) for line in lines) + "\n")
+    db = str(tmp_path / "m.db")
+    code = main(["--db", db, "--encoder", "openai", "ingest", str(source), "--json"])
+    captured = capsys.readouterr()
+    summary = json.loads(captured.out)
+    assert code == 3 and summary["added"] == 4 and summary["failed"] == 1
+    [failure] = summary["failures"]
+    assert failure["location"] == f"{source}:3" and "too large" in failure["reason"]
+    assert f"{source}:3: " in captured.err
+    with Memory(db, embedder=embedder(server)) as memory:
+        assert sorted(r.text for r in memory.records()) == [
+            f"launch note {n}" for n in (0, 1, 3, 4)
+        ]

@@ -277,7 +277,8 @@ def test_ranking_by_entities_touched_then_recency_without_repeats(memory, server
 
 
 def test_at_most_five_facts_after_the_rows(memory, server, llm) -> None:
-    row = add(memory, "The Helix launch plan.", "Ana", "2024-01-01")
+    milestones = " ".join(f"M{n}" for n in range(12))
+    row = add(memory, f"The Helix launch plan: milestones {milestones}.", "Ana", "2024-01-01")
     server.reply_json(triples(*[("Helix", "has milestone", f"M{n}") for n in range(12)]))
     extract(memory, llm)
     server.reply_json({"entities": ["Helix"]})
@@ -359,3 +360,35 @@ def test_limit_is_validated(memory, llm) -> None:
 def test_engines_without_the_capability_are_refused() -> None:
     with pytest.raises(StoreError, match="does not support the entity graph"):
         supports(object(), GraphStore, "the entity graph")
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        triples(("...", "...", "...")),
+        triples(("<subject>", "<relation>", "<object>")),
+        triples(("Orion", "leads", "Vega")),  # names nothing the document names
+    ],
+)
+def test_a_placeholder_or_ungrounded_reply_leaves_the_row_pending(memory, server, llm, reply):
+    row = add(memory, "Ana leads the Helix project.", "Ben", "2024-01-01")
+    server.reply_json(reply)
+    report = extract(memory, llm)
+    assert (report.extracted, report.failures) == (0, 1)
+    assert memory.store.pending_extraction(memory.scope, None) == [row]
+    server.reply_json(triples(("Ana", "leads", "Helix project")))
+    assert extract(memory, llm).triples == 1  # tried again, and stored this time
+
+
+def test_a_triple_naming_something_the_document_lacks_is_dropped(memory, server, llm):
+    add(memory, "I lead the Helix project.", "Ana", "2024-01-01")
+    server.reply_json(
+        triples(("Ana", "leads", "Helix project"), ("Orion", "funds", "Helix project"))
+    )
+    report = extract(memory, llm)
+    assert (report.extracted, report.triples) == (1, 1)  # the author's name counts as named
+    [request] = server.requests
+    schema = request.body["response_format"]["json_schema"]
+    assert schema["name"] == "graph_triples" and schema["strict"] is True
+    system = request.messages[0]["content"]
+    assert "..." not in system and "<" not in system

@@ -296,3 +296,19 @@ def test_bleu1_hand_computed():
     assert bleu1("went Paris", "she visited Paris") == pytest.approx(0.5 * math.exp(-0.5))
     assert bleu1("", "Paris") == 0.0
     assert bleu1("Paris", "") == 0.0
+
+
+def test_judges_send_their_reply_schemas(server, llm):
+    server.reply_json({"subpoint_scores": {"a": 1, "b": 0, "c": 1}})
+    server.reply_json({"reasoning": "same date", "label": "CORRECT"})
+    server.reply_json({"reasoning": "it says Acme", "label": "yes"})
+    judge_rubric("Q?", "contradiction", TRUTH, THIRDS, "ans", llm, runs=1)
+    assert judge_locomo("When?", "7 May", "May 7th", llm).correct is True
+    assert judge_longmemeval("multi-session", "Who?", "Acme", "Acme.", llm).correct is True
+    rubric, locomo, lme = (r.body["response_format"]["json_schema"] for r in server.requests)
+    scores = rubric["schema"]["properties"]["subpoint_scores"]
+    assert scores["required"] == ["a", "b", "c"] and rubric["strict"] is True
+    assert locomo["schema"]["properties"]["label"]["enum"] == ["CORRECT", "WRONG"]
+    assert lme["schema"]["properties"]["label"]["enum"] == ["yes", "no"]
+    for request in server.requests:
+        assert "<one sentence>" not in request.text()

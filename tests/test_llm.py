@@ -17,6 +17,7 @@ from mempp.errors import InvalidInput, MemppError
 from mempp.llm import (
     LLMClient,
     LLMConfig,
+    LLMContextOverflow,
     LLMError,
     LLMReplyError,
     LLMUnavailable,
@@ -108,11 +109,98 @@ def test_404_explains_the_base_url(server):
 
 
 # -- JSON replies ---------------------------------------------------------------------------
-def test_chat_json_asks_for_json_and_reads_fenced_replies(server):
+def test_chat_json_sends_its_schema_and_reads_fenced_replies(server):
     server.reply('Here you go:\n```json\n{"answer": "Friday", "citations": [3]}\n```\nDone.')
     with make_client(server) as client:
-        reply = client.chat_json(MESSAGES, schema={"answer": str, "citations": list[int]})
+        reply = client.chat_json(
+            MESSAGES, schema={"answer": str, "citations": list[int]}, name="ask answer"
+        )
+        assert client.format_mode == "json_schema"
     assert reply == {"answer": "Friday", "citations": [3]}
+    assert server.requests[0].body["response_format"] == {
+        "type": "json_schema",
+        "json_schema": {
+            "name": "ask_answer",
+            "strict": True,
+            "schema": {
+                "type": "object",
+                "properties": {
+                    "answer": {"type": "string"},
+                    "citations": {"type": "array", "items": {"type": "integer"}},
+                },
+                "required": ["answer", "citations"],
+                "additionalProperties": False,
+            },
+        },
+    }
+
+
+def test_an_open_ended_object_is_sent_without_strict(server):
+    server.reply('{"scores": {"S1": 1}}')
+    with make_client(server) as client:
+        client.chat_json(MESSAGES, schema={"scores": dict[str, float]})
+    spec = server.requests[0].body["response_format"]["json_schema"]
+    assert "strict" not in spec
+    assert spec["schema"]["properties"]["scores"] == {
+        "type": "object",
+        "additionalProperties": {"type": "number"},
+    }
+
+
+def test_a_refused_format_steps_down_once_and_is_remembered(server):
+    server.error(400, "response_format type json_schema is not supported")
+    server.error(400, "Unrecognized request argument supplied: response_format")
+    server.reply('{"a": 1}').reply('{"a": 2}')
+    with make_client(server) as client:
+        assert client.chat_json(MESSAGES, schema={"a": int}) == {"a": 1}
+        assert client.format_mode == "text"
+        assert client.chat_json(MESSAGES, schema={"a": int}) == {"a": 2}
+        assert client.usage.retries == 0
+    formats = [r.body.get("response_format", {}).get("type") for r in server.requests]
+    assert formats == ["json_schema", "json_object", None, None]
+
+
+def test_a_bad_request_that_is_not_about_the_format_is_not_stepped_around(server):
+    server.error(400, "messages: field required").reply("never sent")
+    with make_client(server) as client, pytest.raises(LLMError, match="field required"):
+        client.chat_json(MESSAGES, schema={"a": int})
+    assert len(server.requests) == 1 and client.format_mode == "json_schema"
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        '{"text": "<the merged record>"}',
+        '{"text": "..."}',
+        '{"text": "the merged record, in plain prose"}',
+    ],
+)
+def test_a_placeholder_or_an_echo_of_the_instructions_is_unusable(server, content):
+    messages = [
+        {"role": "system", "content": "Write the merged record, in plain prose. Reply in JSON."},
+        {"role": "user", "content": "Records: the launch is on Friday."},
+    ]
+    server.reply(content)
+    with make_client(server) as client, pytest.raises(LLMReplyError, match=r"placeholder|repeats"):
+        client.chat_json(messages, schema={"text": str})
+
+
+def test_a_phrase_of_the_input_is_not_an_echo_even_when_the_instructions_quote_it(server):
+    messages = [
+        {"role": "system", "content": "Example: the launch is on Friday."},
+        {"role": "user", "content": "Records: the launch is on Friday."},
+    ]
+    server.reply('{"text": "the launch is on Friday"}')
+    with make_client(server) as client:
+        assert client.chat_json(messages, schema={"text": str}) == {
+            "text": "the launch is on Friday"
+        }
+
+
+def test_without_a_schema_any_json_object_is_asked_for(server):
+    server.reply('{"free": "form"}')
+    with make_client(server) as client:
+        assert client.chat_json(MESSAGES) == {"free": "form"}
     assert server.requests[0].body["response_format"] == {"type": "json_object"}
 
 
@@ -120,6 +208,7 @@ def test_json_mode_can_be_switched_off_for_servers_without_it(server):
     server.reply('{"a": 1}')
     with make_client(server, json_mode=False) as client:
         assert client.chat_json(MESSAGES, schema={"a": int}) == {"a": 1}
+        assert client.format_mode == "text"
     assert "response_format" not in server.requests[0].body
 
 
@@ -292,8 +381,8 @@ def test_5xx_exhausts_retries(server):
     assert len(server.requests) == 3
 
 
-@pytest.mark.parametrize("status", [400, 401, 422])
-def test_other_4xx_are_not_retried(server, status):
+@pytest.mark.parametrize("status", [400, 401, 403, 404, 413, 422, 501])
+def test_permanent_errors_are_not_retried(server, status):
     sleeps = Sleeps()
     server.error(status, "bad request body").reply("never sent")
     with make_client(server, sleep=sleeps) as client, pytest.raises(LLMError) as info:
@@ -301,6 +390,76 @@ def test_other_4xx_are_not_retried(server, status):
     assert not isinstance(info.value, LLMUnavailable)
     assert info.value.status == status and "bad request body" in str(info.value)
     assert len(server.requests) == 1 and sleeps.calls == []
+
+
+@pytest.mark.parametrize(
+    ("status", "message"),
+    [
+        (500, "input (1226 tokens) is too large to process. increase the physical batch size"),
+        (500, "Context size has been exceeded."),
+        (400, "This model's maximum context length is 8192 tokens."),
+    ],
+)
+def test_a_context_overflow_fails_at_once_as_such(server, status, message):
+    server.error(status, message).reply("never sent")
+    with make_client(server) as client, pytest.raises(LLMContextOverflow, match="too large"):
+        client.chat(MESSAGES)
+    assert len(server.requests) == 1
+
+
+class Clock:
+    """A clock that advances only when the client sleeps."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+        self.sleeps: list[float] = []
+
+    def __call__(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.sleeps.append(seconds)
+        self.now += seconds
+
+
+def test_the_deadline_caps_retries_and_says_so(server):
+    clock = Clock()
+    notices: list[str] = []
+    for _ in range(10):
+        server.error(503, "loading model")
+    client = make_client(
+        server,
+        max_retries=9,
+        backoff_base=8.0,
+        backoff_max=8.0,
+        deadline=20.0,
+        sleep=clock.sleep,
+        clock=clock,
+        notify=notices.append,
+    )
+    with client, pytest.raises(LLMUnavailable, match="20 s deadline") as info:
+        client.chat(MESSAGES)
+    assert info.value.status == 503 and "loading model" in str(info.value)
+    assert sum(clock.sleeps) < 20.0 and len(server.requests) == len(clock.sleeps) + 1 <= 5
+    assert notices and all("HTTP 503" in n and "retrying in" in n for n in notices)
+
+
+def test_a_slow_reply_is_announced_while_waiting(server, monkeypatch):
+    monkeypatch.setattr("mempp.llm.NOTICE_AFTER", 0.2)
+    notices: list[str] = []
+    server.reply("late", delay=0.8)
+    with make_client(server, notify=notices.append) as client:
+        assert client.chat(MESSAGES) == "late"
+    assert len(notices) == 1 and "waiting for" in notices[0] and "attempt 1" in notices[0]
+
+
+def test_the_deadline_bounds_a_server_that_never_answers(server):
+    server.reply("too late", delay=3.0).reply("too late", delay=3.0)
+    started = time.monotonic()
+    client = make_client(server, timeout=60.0, deadline=1.0, max_retries=4, sleep=time.sleep)
+    with client, pytest.raises(LLMUnavailable):
+        client.chat(MESSAGES)
+    assert time.monotonic() - started < 2.5
 
 
 def test_connection_refused_is_unavailable():
@@ -377,8 +536,14 @@ def test_config_from_env_and_overrides():
         "MEMPP_LLM_API_KEY": "ollama",
         "MEMPP_LLM_TIMEOUT": "12.5",
         "MEMPP_LLM_JSON_MODE": "0",
+        "MEMPP_LLM_DEADLINE": "45",
     }
     config = LLMConfig.from_env(env, model="qwen2.5", base_url=None)
+    assert config.deadline == 45.0 and LLMConfig().deadline == 120.0
+    with pytest.raises(InvalidInput, match="MEMPP_LLM_DEADLINE"):
+        LLMConfig.from_env({"MEMPP_LLM_DEADLINE": "soon"})
+    with pytest.raises(InvalidInput, match="deadline"):
+        LLMClient(base_url="http://127.0.0.1:1/v1", model="m", deadline=0)
     assert config.base_url == "http://localhost:11434/v1"
     assert config.model == "qwen2.5"  # an override wins; a None override is ignored
     assert config.api_key == "ollama" and config.timeout == 12.5 and config.json_mode is False

@@ -1,10 +1,13 @@
 """Answering a question from memory with a language model, citing the records used.
 
 ``ask`` runs the read path (no LLM), renders the hits as dated, attributed evidence, and makes
-one chat call whose reply must be ``{"answer": str, "citations": [record ids]}``. Citations are
-checked against the evidence actually shown: an id the model invents or remembers from elsewhere
-is dropped and listed in ``Answer.dropped_citations``. With no evidence at all the model is not
-called; the answer is ``"not in memory"``.
+one chat call whose reply is ``{"answer": str, "citations": [record ids]}`` (the schema is sent
+as a structured-output format). Citations are checked against the evidence actually shown: an
+id the model invents or remembers from elsewhere is dropped and listed in
+``Answer.dropped_citations``. A reply with an answer but no citation list is kept: its
+citations are read from ``record N`` mentions in the answer (still only ids in the evidence)
+and ``Answer.citations_from_text`` says so. With no evidence at all the model is not called;
+the answer is ``"not in memory"``.
 
 ``answer_from_context`` is the plain free-text answerer used by the OrgMemBench harness: any
 context string, cut to its first 40,000 characters, one user message, the reply text as is.
@@ -63,8 +66,9 @@ show on the topic, if anything.
 - Cite the records you relied on by id: the number after "record" in the header, not the \
 bracketed position.
 
-Reply with one JSON object and nothing else:
-{"answer": "<your answer>", "citations": [<record ids you relied on>]}"""
+Reply with one JSON object and nothing else, with two keys: "answer", a string holding your \
+answer, and "citations", a list of the integer ids of the records you relied on."""
+ANSWER_REPLY = {"answer": str, "citations": list[int | str]}
 
 CONTEXT_PROMPT = """\
 Answer a question about an organization using only the records below. They were retrieved \
@@ -94,6 +98,8 @@ class Answer:
 
     ``citations`` is always a subset of ``evidence``. ``dropped_citations`` lists what the model
     cited but was not shown (or was not an id at all); it is kept for inspection.
+    ``citations_from_text`` is true when the reply had no citation list and the citations were
+    read from ``record N`` mentions in the answer.
     """
 
     answer: str
@@ -101,9 +107,15 @@ class Answer:
     evidence: list[int]
     dropped_citations: list[int | str] = field(default_factory=list)
     as_of: str | None = None
+    citations_from_text: bool = False
 
     def to_dict(self) -> dict[str, Any]:
-        return {"answer": self.answer, "citations": self.citations, "evidence": self.evidence}
+        return {
+            "answer": self.answer,
+            "citations": self.citations,
+            "evidence": self.evidence,
+            "citations_from_text": self.citations_from_text,
+        }
 
 
 def answer_messages(question: str, evidence_text: str, as_of: str | None) -> list[dict[str, str]]:
@@ -151,16 +163,21 @@ def ask(
         llm = LLMClient.from_env()
     reply = llm.chat_json(
         answer_messages(question.strip(), evidence.text, as_of_text),
-        schema={"answer": str, "citations": list[int | str]},
+        schema=ANSWER_REPLY,
+        name="ask_answer",
+        required=("answer",),  # a missing citation list is made up for below
         check=_answer_not_empty,
         reply_retries=1,
         temperature=0.0,
         max_tokens=max_tokens,
     )
-    citations, dropped = _filter_citations(reply["citations"], set(shown))
+    text = reply["answer"].strip()
+    from_text = "citations" not in reply
+    cited: list[int | str] = [*_mentioned_ids(text)] if from_text else reply["citations"]
+    citations, dropped = _filter_citations(cited, set(shown))
     if dropped:
         log.warning("dropped citations not in the evidence: %s", dropped)
-    return Answer(reply["answer"].strip(), citations, shown, dropped, as_of_text)
+    return Answer(text, citations, shown, dropped, as_of_text, citations_from_text=from_text)
 
 
 def answer_from_context(
@@ -202,6 +219,15 @@ def _answer_not_empty(reply: dict[str, Any]) -> None:
 
 
 _ID = re.compile(r"^\s*(?:record\s*|#)?(\d+)\s*$", re.IGNORECASE)
+_MENTION = re.compile(r"\brecords?\s*#?(\d+(?:\s*(?:,|and|&)\s*#?\d+)*)", re.IGNORECASE)
+
+
+def _mentioned_ids(answer: str) -> list[int]:
+    """Record ids the answer names: "record 12", "[record 12]", "records 3, 4 and 7"."""
+    ids: list[int] = []
+    for match in _MENTION.finditer(answer):
+        ids.extend(int(n) for n in re.findall(r"\d+", match.group(1)))
+    return ids
 
 
 def _filter_citations(raw: list[int | str], shown: set[int]) -> tuple[list[int], list[int | str]]:

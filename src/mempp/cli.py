@@ -146,8 +146,10 @@ def build_parser() -> argparse.ArgumentParser:
     ask.add_argument("--json", action="store_true", help="print {answer, citations, evidence}")
 
     from mempp.bench.cli import add_parser as add_bench_parser
+    from mempp.graph_cli import add_parser as add_graph_parser
 
     add_bench_parser(commands)
+    add_graph_parser(commands)
     from mempp.integrity import add_parser as add_verify_parser
 
     add_verify_parser(commands)
@@ -227,6 +229,10 @@ def _dispatch(args: argparse.Namespace) -> int:
         from mempp.bench.cli import run as run_bench
 
         return run_bench(args)
+    if args.command == "graph":
+        from mempp.graph_cli import run as run_graph
+
+        return run_graph(args, _open)
 
     # Validate the command line before opening (and maybe creating) the store.
     _check_options(args)

@@ -12,7 +12,9 @@ Off by default and never part of the write path. One run:
    merged row (at most 220 tokens, earliest date of the group, every author, union of tags),
    inserted through the store's insert code and embedded with the Memory's encoder, and the
    originals are archived; a distinct group is untouched. A group whose call fails, whose reply
-   is unusable, or whose rows changed meanwhile is left untouched and counted as a failure.
+   is unusable (a placeholder, an echo of the prompt, a merged text not grounded in the
+   group's own words), or whose rows changed meanwhile is left untouched and counted as a
+   failure.
 
 No row is deleted and no text changes: only ``state``/``superseded_by`` move, and every move is
 logged (runs, groups, changes) so that :func:`undo` can put it back. A dry run makes the label
@@ -28,10 +30,11 @@ from __future__ import annotations
 
 import functools
 import importlib
+import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
@@ -90,7 +93,9 @@ replace all of them without losing any fact and without choosing between values.
 - "distinct": anything else: different facts, events, people or subjects that merely look alike.
 
 If unsure, choose "distinct": it leaves the records as they are.
-Reply with one JSON object and nothing else: {"label": "conflict" | "restatement" | "distinct"}"""
+Reply with one JSON object and nothing else. Its only key is "label", and its value is one \
+of the three words conflict, restatement or distinct."""
+LABEL_REPLY = {"label": Literal["conflict", "restatement", "distinct"]}
 
 MERGE_SYSTEM = f"""\
 The records below say the same thing in different words. Write ONE record that replaces them:
@@ -98,7 +103,13 @@ The records below say the same thing in different words. Write ONE record that r
 - add nothing that is not in the records, and do not mention that records were merged;
 - write plain prose in the records' language, at most 150 words \
 (hard limit: {MERGE_MAX_TOKENS} tokens).
-Reply with one JSON object and nothing else: {{"text": "<the merged record>"}}"""
+Reply with one JSON object and nothing else. Its only key is "text", and its value is the \
+record you wrote."""
+MERGE_REPLY = {"text": str}
+# Share of a merged text's words that must occur in the group's own texts (dates and authors
+# included): a merge restates, so nearly all its words come from the originals, while an echo
+# of the instructions or an invented record does not (see _check_grounded).
+MERGE_GROUNDED_SHARE = 0.6
 
 
 # -- reports -----------------------------------------------------------------------------------
@@ -339,29 +350,65 @@ def _check_text(reply: dict[str, Any]) -> None:
 def request_label(llm: LLMClient, records: Sequence[Record]) -> str:
     """One labelling call. Raises ``LLMError`` (failed call, unusable reply)."""
     reply = llm.chat_json(
-        label_messages(records), schema={"label": str}, check=_check_label, max_tokens=256
+        label_messages(records),
+        schema=LABEL_REPLY,
+        name="consolidation_label",
+        check=_check_label,
+        max_tokens=256,
     )
     return parse_label(reply["label"])
 
 
 class MergeRejected(ValueError):
-    """The merge reply is usable JSON but breaks a rule (too long)."""
+    """The merge reply is usable JSON but breaks a rule (too long, not grounded)."""
 
 
 def request_merge(llm: LLMClient, records: Sequence[Record]) -> str:
-    """One merge call; the text must fit in ``MERGE_MAX_TOKENS`` tokens.
+    """One merge call; the text must fit in ``MERGE_MAX_TOKENS`` tokens and be grounded in
+    the group's texts.
 
     An overlong text is rejected rather than cut: a cut could drop the very fact the originals
-    held, and the originals are about to leave retrieval.
+    held, and the originals are about to leave retrieval. For the same reason a text whose
+    words mostly come from elsewhere (the prompt, the model's imagination) is rejected.
     """
     reply = llm.chat_json(
-        merge_messages(records), schema={"text": str}, check=_check_text, max_tokens=1024
+        merge_messages(records),
+        schema=MERGE_REPLY,
+        name="consolidation_merge",
+        check=_check_text,
+        max_tokens=1024,
     )
     text = reply["text"].strip()
     tokens = count_tokens(text)
     if tokens > MERGE_MAX_TOKENS:
         raise MergeRejected(f"merged text has {tokens} tokens, over the {MERGE_MAX_TOKENS} cap")
+    _check_grounded(text, records)
     return text
+
+
+_WORD = re.compile(r"\w+")
+
+
+def _words(text: str) -> set[str]:
+    # Words of four letters or more, and numbers: short function words ("the", "and", "was")
+    # are free for a merge to add, and would make any text look grounded.
+    return {w for w in _WORD.findall(text.casefold()) if len(w) > 3 or w.isdigit()}
+
+
+def _check_grounded(text: str, records: Sequence[Record]) -> None:
+    """Raise ``MergeRejected`` unless ``MERGE_GROUNDED_SHARE`` of the text's distinct words
+    occur in the group's texts, dates or authors."""
+    words = _words(text)
+    source = _words(" ".join(f"{r.text} {r.date or ''} {r.author or ''}" for r in records))
+    if not words:
+        raise MergeRejected("merged text has no words")
+    share = len(words & source) / len(words)
+    if share < MERGE_GROUNDED_SHARE:
+        outside = sorted(words - source)[:8]
+        raise MergeRejected(
+            f"merged text is not grounded in the group: {share:.0%} of its words occur in the "
+            f"originals (at least {MERGE_GROUNDED_SHARE:.0%} needed; e.g. {', '.join(outside)})"
+        )
 
 
 # -- what each label does ----------------------------------------------------------------------

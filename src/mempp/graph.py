@@ -4,7 +4,9 @@
   path stays LLM-free. Each active row not yet extracted gets one LLM call that returns
   ``(subject, relation, object)`` triples; they are stored keyed to the row, with normalised
   entity keys (:func:`entity_key`), and the row is marked done even when it yields none. A row
-  whose call fails is not marked, so the next ``extract`` tries it again.
+  whose call fails, or whose reply is unusable (a placeholder, an echo of the prompt, triples
+  naming nothing the document names), is not marked, so the next ``extract`` tries it again.
+  A triple whose subject or object has a word the document lacks is dropped.
 * **Query** (:func:`related_facts`, or ``Memory.evidence(..., graph=GraphOptions(llm))``): one
   LLM call lists the entities the question names; triples that have one of them as subject or
   object (one hop) are ranked by how many of the question's entities they touch, then by how
@@ -21,7 +23,7 @@ from __future__ import annotations
 import logging
 import re
 import unicodedata
-from collections.abc import Collection, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -64,14 +66,18 @@ over a pronoun: resolve "I", "we", "she" to the person or team meant; the author
 - relation is a short lowercase verb phrase, e.g. "leads", "reports to", "launches on", \
 "replaced", "owns".
 - Only facts the document states; at most {MAX_TRIPLES_PER_RECORD} triples; none is fine.
-Reply with one JSON object and nothing else:
-{{"triples": [{{"subject": "...", "relation": "...", "object": "..."}}]}}"""
+Reply with one JSON object and nothing else. Its only key is "triples": a list (empty when \
+the document states no such fact) of objects, each with three string keys, subject, relation \
+and object, filled from the document."""
+TRIPLES_REPLY = {"triples": [{"subject": str, "relation": str, "object": str}]}
 
 ENTITIES_SYSTEM = f"""\
 List the entities a question names: people, teams, organizations, projects, products, systems, \
 places, documents, events. Use the names as written; leave out generic words ("the team", \
 "the project") and dates. At most {MAX_QUESTION_ENTITIES}; none is fine.
-Reply with one JSON object and nothing else: {{"entities": ["...", "..."]}}"""
+Reply with one JSON object and nothing else. Its only key is "entities": a list of the names \
+(strings), empty when the question names none."""
+ENTITIES_REPLY = {"entities": [str]}
 
 
 # -- entity keys -------------------------------------------------------------------------------
@@ -115,6 +121,13 @@ class ExtractReport:
     failures: int = 0
     failed: dict[int, str] = field(default_factory=dict)
 
+    def summary(self) -> str:
+        """One line for people (the CLI prints it)."""
+        return (
+            f"extracted {self.extracted} of {self.pending} pending rows ({self.triples} triples)"
+            f", {self.failures} failed (left pending, tried again next time)"
+        )
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "model": self.model,
@@ -127,6 +140,11 @@ class ExtractReport:
 
 
 # -- replies -----------------------------------------------------------------------------------
+def _check_grounded(reply: dict[str, Any], messages: list[dict[str, str]]) -> None:
+    _check_triples(reply)
+    grounded_triples(reply, messages)
+
+
 def _check_triples(reply: dict[str, Any]) -> None:
     for item in reply["triples"]:
         if not isinstance(item, dict):
@@ -137,9 +155,12 @@ def _check_triples(reply: dict[str, Any]) -> None:
                 raise ValueError(f"triple {item!r:.80} needs a non-empty string {key!r}")
 
 
-def parse_triples(reply: dict[str, Any]) -> list[Triple]:
+def parse_triples(reply: dict[str, Any], source: str | None = None) -> list[Triple]:
     """Triples of a checked reply: stripped, deduplicated, at most the per-row cap. A triple
-    whose subject or object has no letters or digits at all (empty key) is dropped."""
+    whose subject or object has no letters or digits at all (empty key) is dropped, and so,
+    when ``source`` (the text the model read) is given, is one whose subject or object has a
+    word the source lacks: the model made it up or copied it from the instructions."""
+    words = set(entity_key(source).split()) if source is not None else None
     triples: dict[tuple[str, str, str], Triple] = {}
     for item in reply["triples"]:
         subject, relation, obj = (
@@ -147,6 +168,8 @@ def parse_triples(reply: dict[str, Any]) -> list[Triple]:
         )
         s_key, o_key = entity_key(subject), entity_key(obj)
         if not s_key or not o_key:
+            continue
+        if words is not None and not set(f"{s_key} {o_key}".split()) <= words:
             continue
         triples.setdefault(
             (s_key, entity_key(relation), o_key), Triple(subject, relation, obj, s_key, o_key)
@@ -177,6 +200,18 @@ def triple_messages(record: Record) -> list[dict[str, str]]:
     ]
 
 
+def grounded_triples(reply: dict[str, Any], messages: list[dict[str, str]]) -> list[Triple]:
+    """The reply's triples whose entities the document (header included) names. Raises
+    ``ValueError`` when the reply listed triples and not one of them is grounded: such a
+    reply is a failed call (the row stays pending), not "this row has no facts"."""
+    triples = parse_triples(reply, source=messages[-1]["content"])
+    if reply["triples"] and not triples:
+        raise ValueError(
+            f"none of the {len(reply['triples'])} triple(s) names entities of the document"
+        )
+    return triples
+
+
 def extract(
     memory: Memory,
     llm: LLMClient,
@@ -184,11 +219,14 @@ def extract(
     *,
     limit: int | None = None,
     max_workers: int = 1,
+    progress: Callable[[int, str | None], None] | None = None,
 ) -> ExtractReport:
     """Extract triples for the scope's active rows not yet extracted (``ids`` narrows them;
     ``limit`` caps how many rows this call processes). One LLM call per row.
 
     A failed call or unusable reply is counted in the report and leaves the row pending.
+    ``progress(record_id, failure)`` is called after each row (``failure`` is ``None`` when
+    the row was stored).
     """
     if limit is not None and (not isinstance(limit, int) or limit < 0):
         raise InvalidInput("limit must be an integer >= 0")
@@ -206,6 +244,8 @@ def extract(
         elif store.add_triples(memory.scope, record_id, outcome, llm.model):
             report.extracted += 1
             report.triples += len(outcome)
+        if progress is not None:
+            progress(record_id, outcome if isinstance(outcome, str) else None)
     return report
 
 
@@ -220,16 +260,18 @@ def _extract_each(
         record = memory.store.get(memory.scope, [record_id]).get(record_id)
         if record is None:
             return record_id, "record not found"
+        messages = triple_messages(record)
         try:
             reply = llm.chat_json(
-                triple_messages(record),
-                schema={"triples": list[dict[str, Any]]},
-                check=_check_triples,
+                messages,
+                schema=TRIPLES_REPLY,
+                name="graph_triples",
+                check=lambda reply: _check_grounded(reply, messages),
                 max_tokens=2048,
             )
         except LLMError as exc:
             return record_id, f"{type(exc).__name__}: {exc}"
-        return record_id, parse_triples(reply)
+        return record_id, grounded_triples(reply, messages)
 
     from mempp.llm import ordered_map
 
@@ -244,7 +286,11 @@ def question_entities(llm: LLMClient, question: str) -> list[str]:
         {"role": "user", "content": f"Question: {question.strip()}"},
     ]
     reply = llm.chat_json(
-        messages, schema={"entities": list[str]}, check=_check_entities, max_tokens=256
+        messages,
+        schema=ENTITIES_REPLY,
+        name="graph_entities",
+        check=_check_entities,
+        max_tokens=256,
     )
     return parse_entities(reply)
 

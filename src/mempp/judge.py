@@ -21,7 +21,7 @@ import string
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from mempp.errors import InvalidInput
 
@@ -197,6 +197,18 @@ def rubric_score(subpoints: Sequence[Mapping[str, Any]], fractions: Mapping[str,
     return earned / total
 
 
+def rubric_reply(ids: Sequence[str]) -> dict[str, Any]:
+    """The rubric judge's reply schema: one score per facet id (only ``subpoint_scores`` is
+    required when parsing; the other keys are read when present)."""
+    return {
+        "subpoint_scores": dict.fromkeys(ids, float),
+        "semantic_score": float,
+        "faithful": bool,
+        "failure_mode": str,  # an unknown mode is read as "none" (see _rubric_run)
+        "rationale": str,
+    }
+
+
 def rubric_messages(
     question: str,
     category: str,
@@ -282,7 +294,9 @@ def _rubric_run(
     try:
         reply = llm.chat_json(
             messages,
-            schema={"subpoint_scores": dict[str, float]},
+            schema=rubric_reply(ids),
+            name="rubric_judgement",
+            required=("subpoint_scores",),
             check=check,
             reply_retries=1,
             temperature=0.0,
@@ -434,10 +448,13 @@ def _judge_label(
         if reply["label"].strip().upper() not in labels:
             raise ValueError(f"label must be one of {', '.join(labels)}")
 
+    words = tuple(labels) if kind == "locomo" else tuple(label.lower() for label in labels)
     try:
         reply = llm.chat_json(
             messages,
-            schema={"label": str},
+            schema={"reasoning": str, "label": Literal[words]},
+            name=f"{kind}_verdict".replace("-", "_"),
+            required=("label",),
             check=check,
             reply_retries=1,
             temperature=0.0,
@@ -467,7 +484,8 @@ detail that does not contradict the gold answer. For dates and times, any format
 phrasing that points to the same date or period is fine (for example "May 7th" and "7 May"). \
 It is WRONG when it misses the key fact, gives a different one, or says it does not know.
 
-Reply with one JSON object: {"reasoning": "<one sentence>", "label": "CORRECT" or "WRONG"}"""
+Reply with one JSON object with two keys: "reasoning", one sentence saying why, and "label", \
+the word CORRECT or the word WRONG."""
 
 
 def locomo_messages(question: str, gold: Any, candidate: str) -> list[dict[str, str]]:
@@ -506,7 +524,8 @@ _LME_INTRO = """\
 You check a chat assistant's response to a question about its past conversations with a user. \
 """
 _LME_REPLY = """
-Reply with one JSON object: {"reasoning": "<one sentence>", "label": "yes" or "no"}"""
+Reply with one JSON object with two keys: "reasoning", one sentence saying why, and "label", \
+the word yes or the word no."""
 
 _LME_STANDARD = """\
 You receive the question, the correct answer and the response. Say "yes" if the response \

@@ -13,11 +13,16 @@ given.
 
 What the client adds over a bare POST, and why:
 
-* retries with exponential backoff and jitter on 429, 5xx, timeouts and connection errors,
-  honouring ``Retry-After`` (rate limits are routine in benchmark runs); other 4xx fail at once
-  because repeating a bad request cannot fix it;
-* :meth:`LLMClient.chat_json`, a strict reader of JSON replies with a small caller-given schema,
-  raising :class:`LLMReplyError` on malformed or truncated JSON instead of guessing;
+* errors by kind: 429, 5xx (but 501), timeouts and resets are retried with exponential backoff
+  and jitter, honouring ``Retry-After``; 400/401/403/404/413/422/501 and a context overflow fail
+  at once with the server's message, because repeating them cannot help; every call has a total
+  deadline (``MEMPP_LLM_DEADLINE``, default 120 s) that caps its attempts and waits, and a wait
+  longer than a few seconds says what it waits for on a terminal;
+* :meth:`LLMClient.chat_json`, a strict reader of JSON replies with a caller-given schema. The
+  schema is also sent: ``response_format`` ``json_schema`` (strict), else ``json_object``, else
+  nothing, stepping down once when the server refuses a format and remembering it for the
+  client's life. A reply that repeats a placeholder or a phrase of the instructions instead of
+  content is unusable (:class:`LLMReplyError`), like malformed or truncated JSON;
 * a bounded number of requests in flight, and :meth:`LLMClient.map` to fan work out over threads;
 * an opt-in on-disk SQLite cache keyed by (endpoint, model, messages, parameters), so re-judging a
   benchmark run costs nothing and gives the same replies.
@@ -28,19 +33,22 @@ urllib does the same job, a little less efficiently (no connection reuse).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
+import logging
 import os
 import random
 import re
 import sqlite3
+import sys
 import threading
 import time
 import types
 import typing
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field, fields, replace
 from datetime import UTC, datetime
@@ -57,14 +65,17 @@ __all__ = [
     "LLMCache",
     "LLMClient",
     "LLMConfig",
+    "LLMContextOverflow",
     "LLMError",
     "LLMReplyError",
     "LLMUnavailable",
     "LLMUsage",
     "Message",
+    "json_schema",
     "map_concurrent",
     "ordered_map",
     "parse_json_reply",
+    "placeholder_problem",
     "strip_reasoning",
 ]
 
@@ -74,8 +85,18 @@ ENV_API_KEY = "MEMPP_LLM_API_KEY"
 ENV_TIMEOUT = "MEMPP_LLM_TIMEOUT"
 ENV_CACHE = "MEMPP_LLM_CACHE"
 ENV_JSON_MODE = "MEMPP_LLM_JSON_MODE"
+ENV_DEADLINE = "MEMPP_LLM_DEADLINE"
+DEFAULT_DEADLINE = 120.0
+# Statuses that a repeat cannot fix. 501 is "not implemented" (e.g. no embeddings on this
+# server), not a passing outage, so it is the one 5xx that is not retried.
+PERMANENT_STATUSES = frozenset({400, 401, 403, 404, 413, 422, 501})
+# How the JSON shape is asked for, strongest first (see LLMClient.chat_json).
+FORMAT_MODES = ("json_schema", "json_object", "text")
+NOTICE_AFTER = 5.0  # seconds of waiting before a terminal hears about it
 INSTALL_HINT = "pip install 'mempp[llm]'"
 CHAT_PATH = "/chat/completions"
+
+log = logging.getLogger(__name__)
 
 Message = Mapping[str, Any]
 T = TypeVar("T")
@@ -95,6 +116,11 @@ class LLMUnavailable(LLMError):
     """No usable endpoint: not configured, unreachable, or still failing after every retry."""
 
 
+class LLMContextOverflow(LLMError):
+    """The request does not fit the model's context or input limit (the server said so). Not
+    retried: the same request would overflow again."""
+
+
 class LLMReplyError(LLMError):
     """The endpoint answered, but the reply cannot be used (no text, malformed or partial JSON,
     missing keys, wrong types). ``reply`` holds the raw text for the record."""
@@ -109,8 +135,9 @@ class LLMReplyError(LLMError):
 class LLMConfig:
     """Where and how to call the model. Build from the environment with :meth:`from_env`.
 
-    ``json_mode`` sends ``response_format={"type": "json_object"}`` for JSON calls; turn it off
-    for servers that reject that field (the reply is still parsed strictly).
+    ``json_mode`` lets JSON calls send ``response_format`` (a ``json_schema``, else
+    ``json_object``); turn it off for servers that mishandle that field (the reply is still
+    parsed strictly). ``deadline`` caps one call, every attempt and wait included, in seconds.
     """
 
     base_url: str | None = None
@@ -123,6 +150,7 @@ class LLMConfig:
     max_retry_after: float = 120.0
     max_concurrency: int = 4
     json_mode: bool = True
+    deadline: float = DEFAULT_DEADLINE
     cache_path: str | os.PathLike[str] | None = None
     headers: Mapping[str, str] = field(default_factory=dict)
 
@@ -145,6 +173,11 @@ class LLMConfig:
                 values["timeout"] = float(env[ENV_TIMEOUT])
             except ValueError:
                 raise InvalidInput(f"{ENV_TIMEOUT} must be a number of seconds") from None
+        if env.get(ENV_DEADLINE):
+            try:
+                values["deadline"] = float(env[ENV_DEADLINE])
+            except ValueError:
+                raise InvalidInput(f"{ENV_DEADLINE} must be a number of seconds") from None
         if env.get(ENV_JSON_MODE):
             values["json_mode"] = env[ENV_JSON_MODE].strip().lower() not in ("0", "false", "no")
         return cls(**values).with_overrides(**overrides)
@@ -176,6 +209,8 @@ class LLMConfig:
             raise LLMUnavailable(f"no model configured: set {ENV_MODEL} or pass model")
         if self.timeout <= 0:
             raise InvalidInput("timeout must be > 0 seconds")
+        if self.deadline <= 0:
+            raise InvalidInput(f"deadline must be > 0 seconds ({ENV_DEADLINE})")
         if self.max_retries < 0:
             raise InvalidInput("max_retries must be >= 0")
         if self.max_concurrency < 1:
@@ -220,9 +255,10 @@ class _HttpxTransport:
         # Connecting should fail fast even when a long generation is allowed.
         self._client = httpx.Client(timeout=httpx.Timeout(timeout, connect=min(timeout, 10.0)))
 
-    def post(self, url: str, headers: Mapping[str, str], body: bytes) -> _Response:
+    def post(self, url: str, headers: Mapping[str, str], body: bytes, timeout: float) -> _Response:
+        limit = self._httpx.Timeout(timeout, connect=min(timeout, 10.0))
         try:
-            response = self._client.post(url, headers=dict(headers), content=body)
+            response = self._client.post(url, headers=dict(headers), content=body, timeout=limit)
         except self._httpx.TimeoutException as exc:
             raise _TransportFailure(f"timed out ({type(exc).__name__})") from exc
         except self._httpx.TransportError as exc:
@@ -235,13 +271,10 @@ class _HttpxTransport:
 
 
 class _UrllibTransport:
-    def __init__(self, timeout: float) -> None:
-        self._timeout = timeout
-
-    def post(self, url: str, headers: Mapping[str, str], body: bytes) -> _Response:
+    def post(self, url: str, headers: Mapping[str, str], body: bytes, timeout: float) -> _Response:
         request = urllib.request.Request(url, data=body, headers=dict(headers), method="POST")
         try:
-            with urllib.request.urlopen(request, timeout=self._timeout) as response:
+            with urllib.request.urlopen(request, timeout=timeout) as response:
                 lowered = {k.lower(): v for k, v in response.headers.items()}
                 return _Response(response.status, lowered, response.read())
         except urllib.error.HTTPError as exc:  # an HTTP answer, just not 2xx
@@ -258,12 +291,12 @@ def _make_transport(kind: str, timeout: float) -> _HttpxTransport | _UrllibTrans
     if kind == "httpx":
         return _HttpxTransport(timeout)
     if kind == "urllib":
-        return _UrllibTransport(timeout)
+        return _UrllibTransport()
     if kind == "auto":
         try:
             import httpx  # noqa: F401
         except ImportError:
-            return _UrllibTransport(timeout)
+            return _UrllibTransport()
         return _HttpxTransport(timeout)
     raise InvalidInput(f"transport must be 'auto', 'httpx' or 'urllib', got {kind!r}")
 
@@ -329,7 +362,9 @@ class LLMCache:
 _FENCE = re.compile(r"```[ \t]*(?:json|JSON)?[ \t]*\n?(.*?)(?:```|\Z)", re.DOTALL)
 _THINK = re.compile(r"^\s*<think>.*?</think>", re.DOTALL)
 
-SchemaSpec = Any  # a type, a union of types, or list[...] / dict[str, ...] of those
+# A type, a union of types, list[...] / dict[str, ...] of those, or a mapping of keys to specs
+# (a nested object).
+SchemaSpec = Any
 
 
 def strip_reasoning(text: str) -> str:
@@ -343,6 +378,7 @@ def parse_json_reply(
     schema: Mapping[str, SchemaSpec] | None = None,
     *,
     check: Callable[[dict[str, Any]], None] | None = None,
+    required: Collection[str] | None = None,
 ) -> dict[str, Any]:
     """Read one JSON object out of a model reply, strictly.
 
@@ -350,7 +386,10 @@ def parse_json_reply(
     after it. The object itself must be complete and valid JSON: a truncated or malformed one
     raises :class:`LLMReplyError` rather than being patched up. ``schema`` maps each required key
     to its type (``str``, ``int``, ``float``, ``bool``, ``list[int]``, ``dict[str, float]``,
-    ``int | str``...). ``check`` may raise ``ValueError`` for rules a schema cannot express.
+    ``int | str``, ``Literal["a", "b"]``, a nested mapping, ``[spec]`` for a list of ``spec``).
+    ``required`` names the keys that must be present (default: all); another key that does
+    not fit its type is dropped from the result. ``check`` may raise ``ValueError`` for rules
+    a schema cannot express.
     """
     if not isinstance(text, str):
         raise LLMReplyError("reply is not text", reply=None)
@@ -375,10 +414,15 @@ def parse_json_reply(
     if not isinstance(value, dict):
         raise LLMReplyError("reply JSON is not an object", reply=text)
     problems: list[str] = []
+    needed = set(schema or {}) if required is None else set(required)
     for key, spec in (schema or {}).items():
         if key not in value:
-            problems.append(f"missing key {key!r}")
+            if key in needed:
+                problems.append(f"missing key {key!r}")
         elif not _matches(value[key], spec):
+            if key not in needed:  # an optional key that is malformed is as good as absent
+                del value[key]
+                continue
             problems.append(f"key {key!r} should be {_spec_name(spec)}, got {value[key]!r:.80}")
     if problems:
         raise LLMReplyError("reply JSON does not fit: " + "; ".join(problems), reply=text)
@@ -393,7 +437,18 @@ def parse_json_reply(
 def _matches(value: Any, spec: SchemaSpec) -> bool:
     if spec is Any or spec is object:
         return True
+    if isinstance(spec, Mapping):  # a nested object with these required keys
+        return isinstance(value, dict) and all(
+            key in value and _matches(value[key], sub) for key, sub in spec.items()
+        )
+    if isinstance(spec, list):  # [spec]: a list of spec
+        return isinstance(value, list) and all(_matches(v, spec[0]) for v in value)
     origin: Any = typing.get_origin(spec)
+    if origin is typing.Literal:
+        # Case and surrounding space are forgiven: small models write "Conflict" for
+        # "conflict" when nothing enforces the schema; callers normalise the value.
+        options = {str(arg).casefold() for arg in typing.get_args(spec)}
+        return isinstance(value, str) and value.strip().casefold() in options
     if origin in (typing.Union, types.UnionType):
         return any(_matches(value, arg) for arg in typing.get_args(spec))
     if origin is list:
@@ -416,7 +471,108 @@ def _matches(value: Any, spec: SchemaSpec) -> bool:
 
 
 def _spec_name(spec: SchemaSpec) -> str:
+    if isinstance(spec, Mapping):
+        return "an object with " + ", ".join(repr(k) for k in spec)
+    if isinstance(spec, list):
+        return f"a list of {_spec_name(spec[0])}"
+    if typing.get_origin(spec) is typing.Literal:
+        return "one of " + ", ".join(repr(arg) for arg in typing.get_args(spec))
     return getattr(spec, "__name__", None) or str(spec)
+
+
+def json_schema(spec: Mapping[str, SchemaSpec]) -> dict[str, Any]:
+    """The JSON Schema of a reply spec (the mapping :func:`parse_json_reply` takes): an object
+    whose keys are all required and the only ones allowed, as OpenAI's strict mode wants."""
+    return _object_schema(spec)
+
+
+def _object_schema(spec: Mapping[str, SchemaSpec]) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "properties": {key: _type_schema(value) for key, value in spec.items()},
+        "required": list(spec),
+        "additionalProperties": False,
+    }
+
+
+def _type_schema(spec: SchemaSpec) -> dict[str, Any]:
+    if isinstance(spec, Mapping):
+        return _object_schema(spec)
+    if isinstance(spec, list):
+        return {"type": "array", "items": _type_schema(spec[0])}
+    origin: Any = typing.get_origin(spec)
+    if origin is typing.Literal:
+        return {"type": "string", "enum": [str(arg) for arg in typing.get_args(spec)]}
+    if origin in (typing.Union, types.UnionType):
+        return {"anyOf": [_type_schema(arg) for arg in typing.get_args(spec)]}
+    if origin is list:
+        (item,) = typing.get_args(spec) or (Any,)
+        return {"type": "array", "items": _type_schema(item)}
+    if origin is dict:
+        _, value = typing.get_args(spec) or (Any, Any)
+        return {"type": "object", "additionalProperties": _type_schema(value)}
+    names = {str: "string", int: "integer", float: "number", bool: "boolean"}
+    if spec in names:
+        return {"type": names[spec]}
+    if spec is type(None) or spec is None:
+        return {"type": "null"}
+    return {}  # Any: no constraint
+
+
+def _is_strict(schema: Mapping[str, Any]) -> bool:
+    """Whether OpenAI's strict mode accepts the schema: every object lists its properties."""
+    if schema.get("type") == "object" and "properties" not in schema:
+        return False
+    children: list[Any] = [*schema.get("properties", {}).values(), *schema.get("anyOf", [])]
+    if isinstance(schema.get("items"), Mapping):
+        children.append(schema["items"])
+    return all(_is_strict(child) for child in children)
+
+
+# A value that is only an angle-bracketed slot ("<your answer>"), dots, or the word "string":
+# what a model that copies the reply shape from its instructions sends back.
+_PLACEHOLDER = re.compile(
+    r"^\s*(?:<[^<>]*>|\.{2,}|…|string)\s*$",
+    re.IGNORECASE,
+)
+_ECHO_WORDS = 4  # a reply phrase this long found in the instructions (not the input) is an echo
+
+
+def placeholder_problem(value: Any, messages: Sequence[Message] = ()) -> str | None:
+    """Why ``value`` (a parsed reply) holds no content of its own, or ``None`` if it does.
+
+    Every string in it is checked: a placeholder (:data:`_PLACEHOLDER`), or a phrase of at
+    least four words that the system messages contain and the other messages do not (the
+    model repeated its instructions instead of reading its input).
+    """
+    system = " ".join(
+        _flat(m.get("content")) for m in messages if m.get("role") == "system"
+    ).casefold()
+    user = " ".join(
+        _flat(m.get("content")) for m in messages if m.get("role") != "system"
+    ).casefold()
+    for text in _strings(value):
+        if _PLACEHOLDER.match(text):
+            return f"{text.strip()!r:.60} is a placeholder, not content"
+        flat = _flat(text).casefold()
+        if len(flat.split()) >= _ECHO_WORDS and flat in system and flat not in user:
+            return f"{text.strip()!r:.60} repeats the instructions"
+    return None
+
+
+def _strings(value: Any) -> Iterator[str]:
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from _strings(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _strings(item)
+
+
+def _flat(text: Any) -> str:
+    return " ".join(str(text or "").split())
 
 
 def _snippet(text: str, width: int = 160) -> str:
@@ -489,6 +645,8 @@ class LLMClient:
         transport: Literal["auto", "httpx", "urllib"] = "auto",
         sleep: Callable[[float], None] = time.sleep,
         rng: random.Random | None = None,
+        notify: Callable[[str], None] | None = None,
+        clock: Callable[[], float] = time.monotonic,
         **overrides: Any,
     ) -> None:
         base = config if config is not None else LLMConfig()
@@ -499,6 +657,9 @@ class LLMClient:
         self.cache = LLMCache(self.config.cache_path) if self.config.cache_path else None
         self.usage = LLMUsage()
         self._sleep = sleep
+        self._clock = clock
+        self._notify = notify or _terminal_notice
+        self._format = FORMAT_MODES[0] if self.config.json_mode else "text"
         self._rng = rng or random.Random()
         self._lock = threading.Lock()
         # Bounds requests in flight even when callers bring their own threads.
@@ -568,6 +729,8 @@ class LLMClient:
         messages: Sequence[Message],
         *,
         schema: Mapping[str, SchemaSpec] | None = None,
+        name: str = "reply",
+        required: Collection[str] | None = None,
         check: Callable[[dict[str, Any]], None] | None = None,
         reply_retries: int = 0,
         temperature: float | None = 0.0,
@@ -577,26 +740,42 @@ class LLMClient:
     ) -> dict[str, Any]:
         """Like :meth:`chat`, but the reply must be a JSON object fitting ``schema``.
 
+        The schema goes out as ``response_format`` (``json_schema`` named ``name``, strict when
+        the schema allows it), or ``json_object`` or nothing on servers that refused the
+        stronger one: the first refusal steps this client down for good. The reply is parsed
+        strictly whatever the server enforced, and a reply holding a placeholder or an echo of
+        the instructions (:func:`placeholder_problem`) is unusable. ``required`` relaxes the
+        parse to those keys (the schema sent still asks for every key).
+
         With ``reply_retries`` > 0, an unusable reply is answered once more with a short note
         saying what was wrong, and the model tries again; after the last try the
         :class:`LLMReplyError` is raised. Unusable replies never stay in the cache.
         """
         conversation = list(messages)
+        shape = json_schema(schema or {})
+
+        def checked(value: dict[str, Any]) -> None:
+            problem = placeholder_problem(value, messages)
+            if problem is not None:
+                raise ValueError(problem)
+            if check is not None:
+                check(value)
+
         attempt = 0
         while True:
             text: str | None = None
             try:
-                text, key = self._complete(
+                text, key = self._complete_structured(
                     conversation,
+                    name=name,
+                    shape=shape,
                     temperature=temperature,
                     max_tokens=max_tokens,
-                    json_mode=True,
-                    response_format=None,
                     extra=extra,
                     cache_tag=cache_tag,
                 )
                 try:
-                    return parse_json_reply(text, schema, check=check)
+                    return parse_json_reply(text, schema, check=checked, required=required)
                 except LLMReplyError:
                     if self.cache is not None and key is not None:
                         self.cache.discard(key)
@@ -616,9 +795,58 @@ class LLMClient:
                     {
                         "role": "user",
                         "content": f"That reply could not be used ({exc}). Reply again with "
-                        "only the JSON object, complete and valid, with every required key.",
+                        "only the JSON object, complete and valid, with every required key, "
+                        "filled from the input above.",
                     },
                 ]
+
+    @property
+    def format_mode(self) -> str:
+        """How JSON calls ask for their shape now: ``json_schema``, ``json_object`` or
+        ``text`` (the client steps down when a server refuses a format)."""
+        return self._format
+
+    def _complete_structured(
+        self,
+        messages: Sequence[Message],
+        *,
+        name: str,
+        shape: dict[str, Any],
+        temperature: float | None,
+        max_tokens: int | None,
+        extra: Mapping[str, Any] | None,
+        cache_tag: str | None,
+    ) -> tuple[str, str | None]:
+        while True:
+            mode = self._format
+            response_format: dict[str, Any] | None = None
+            if mode == "json_schema" and not shape["properties"]:
+                # No schema given: an empty one would force "{}"; ask for any object instead.
+                response_format = {"type": "json_object"}
+            elif mode == "json_schema":
+                spec: dict[str, Any] = {"name": _schema_name(name), "schema": shape}
+                if _is_strict(shape):
+                    spec["strict"] = True
+                response_format = {"type": "json_schema", "json_schema": spec}
+            elif mode == "json_object":
+                response_format = {"type": "json_object"}
+            try:
+                return self._complete(
+                    messages,
+                    temperature=temperature,
+                    max_tokens=max_tokens,
+                    json_mode=False,
+                    response_format=response_format,
+                    extra=extra,
+                    cache_tag=cache_tag,
+                )
+            except LLMError as exc:
+                if response_format is None or not _refuses_format(exc):
+                    raise
+                with self._lock:
+                    if self._format == mode:  # another thread may have stepped down already
+                        self._format = FORMAT_MODES[FORMAT_MODES.index(mode) + 1]
+                        log.info("%s refused response_format %s: %s", self.endpoint, mode, exc)
 
     def map(
         self,
@@ -707,46 +935,68 @@ class LLMClient:
         return data
 
     def _post_with_retries(self, url: str, payload: Mapping[str, Any]) -> _Response:
-        """The first 2xx response; retries 429, 5xx and transport failures."""
+        """The first 2xx response. Retries 429, 5xx but 501, and transport failures, within
+        the config's deadline; everything else fails at once (see the module docstring)."""
         body = json.dumps(payload, ensure_ascii=False).encode("utf-8")
         headers = self._headers()
         attempts = self.config.max_retries + 1
+        deadline = self._clock() + self.config.deadline
         for attempt in range(attempts):
-            last = attempt == attempts - 1
+            remaining = deadline - self._clock()
             with self._lock:
                 self.usage.requests += 1
             try:
-                with self._slots:
-                    response = self._transport.post(url, headers, body)
+                with self._slots, self._watch(url, attempt):
+                    response = self._transport.post(
+                        url, headers, body, max(0.1, min(self.config.timeout, remaining))
+                    )
             except _TransportFailure as exc:
-                if last:
-                    raise LLMUnavailable(
-                        f"{url} unreachable after {attempts} attempt(s): {exc}"
-                    ) from exc
+                failure: LLMError = LLMUnavailable(
+                    f"{url} unreachable after {attempt + 1} attempt(s): {exc}"
+                )
                 delay = self._backoff(attempt)
+                reason = str(exc)
             else:
                 if 200 <= response.status < 300:
                     return response
-                detail = _error_detail(response.body)
-                if response.status != 429 and response.status < 500:
-                    hint = ""
-                    if response.status == 404:
-                        hint = " (check the base URL: it usually ends in /v1)"
-                    raise LLMError(
-                        f"HTTP {response.status} from {url}{hint}: {detail}",
-                        status=response.status,
-                    )
-                if last:
-                    raise LLMUnavailable(
-                        f"HTTP {response.status} from {url} after {attempts} attempt(s): {detail}",
-                        status=response.status,
-                    )
+                failure = _status_error(url, response)
+                if not _retryable(failure):
+                    raise failure
                 waited = self._retry_after(response.headers)
                 delay = waited if waited is not None else self._backoff(attempt)
+                reason = f"HTTP {response.status}"
+            if attempt == attempts - 1:
+                raise failure
+            if self._clock() + delay >= deadline:
+                raise LLMUnavailable(
+                    f"{failure} (gave up at the {self.config.deadline:g} s deadline, "
+                    f"{ENV_DEADLINE})",
+                    status=failure.status,
+                )
             with self._lock:
                 self.usage.retries += 1
+            if delay >= NOTICE_AFTER:
+                self._notify(f"{reason} from {url}; retrying in {delay:.0f} s")
             self._sleep(delay)
         raise AssertionError("unreachable")  # pragma: no cover
+
+    @contextlib.contextmanager
+    def _watch(self, url: str, attempt: int) -> Iterator[None]:
+        """Say so once when a request has been waiting longer than :data:`NOTICE_AFTER`."""
+        started = self._clock()
+        timer = threading.Timer(
+            NOTICE_AFTER,
+            lambda: self._notify(
+                f"waiting for {url} (attempt {attempt + 1}, "
+                f"{self._clock() - started:.0f} s so far, deadline {self.config.deadline:g} s)"
+            ),
+        )
+        timer.daemon = True
+        timer.start()
+        try:
+            yield
+        finally:
+            timer.cancel()
 
     def _backoff(self, attempt: int) -> float:
         # Exponential with "equal jitter": half fixed, half random, so clients that failed
@@ -802,6 +1052,52 @@ class LLMClient:
             reason = choice.get("finish_reason") if isinstance(choice, dict) else None
             raise LLMReplyError(f"reply has no text (finish_reason={reason!r})", reply=None)
         return content
+
+
+_OVERFLOW = re.compile(
+    r"context (?:size|length|window)|too large|too long|maximum context|exceeds? the|"
+    r"reduce the length|n_ctx|physical batch",
+    re.IGNORECASE,
+)
+_FORMAT_REFUSAL = re.compile(r"response_format|json_schema|json_object|schema|grammar", re.I)
+
+
+def _status_error(url: str, response: _Response) -> LLMError:
+    """The error a non-2xx answer stands for, by kind (see :func:`_retryable`)."""
+    detail = _error_detail(response.body)
+    status = response.status
+    if status == 413 or (status in (400, 422, 500) and _OVERFLOW.search(detail)):
+        # llama.cpp answers an oversized input with 500; the cause is the request, not the
+        # server, so it is the caller's to shrink, not ours to repeat.
+        return LLMContextOverflow(
+            f"HTTP {status} from {url}: the request is too large for the model: {detail}",
+            status=status,
+        )
+    hint = " (check the base URL: it usually ends in /v1)" if status == 404 else ""
+    message = f"HTTP {status} from {url}{hint}: {detail}"
+    if status in PERMANENT_STATUSES:
+        return LLMError(message, status=status)
+    return LLMUnavailable(message, status=status)
+
+
+def _retryable(error: LLMError) -> bool:
+    return isinstance(error, LLMUnavailable)
+
+
+def _refuses_format(error: LLMError) -> bool:
+    """A refusal of ``response_format`` itself, as opposed to any other bad request."""
+    return error.status in (400, 422, 500, 501) and bool(_FORMAT_REFUSAL.search(str(error)))
+
+
+def _schema_name(name: str) -> str:
+    # OpenAI allows letters, digits, "_" and "-" (at most 64).
+    return re.sub(r"[^A-Za-z0-9_-]", "_", name)[:64] or "reply"
+
+
+def _terminal_notice(message: str) -> None:
+    stream = sys.stderr
+    if stream is not None and stream.isatty():
+        print(f"mempp: {message}", file=stream, flush=True)
 
 
 def _json_object(response: _Response, url: str) -> dict[str, Any]:

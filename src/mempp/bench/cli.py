@@ -148,9 +148,10 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     llm.add_argument(
         "--llm-concurrency",
         type=int,
-        default=4,
+        default=None,
         metavar="N",
-        help="questions (and LLM requests) in flight at once (default 4)",
+        help="questions (and LLM requests) in flight at once (default 1 for a loopback "
+        "endpoint, whose slots often share one context; 4 otherwise)",
     )
     llm.add_argument(
         "--graph-paper",
@@ -233,7 +234,7 @@ def _run(args: argparse.Namespace, embedder: Any, spans: Any) -> int:
         raise InvalidInput("--k needs at least one cut-off >= 1")
     if args.window < 1 or (args.limit is not None and args.limit < 1) or args.resamples < 0:
         raise InvalidInput("--window and --limit must be >= 1, --resamples >= 0")
-    if args.judge_runs < 1 or args.llm_concurrency < 1:
+    if args.judge_runs < 1 or (args.llm_concurrency is not None and args.llm_concurrency < 1):
         raise InvalidInput("--judge-runs and --llm-concurrency must be >= 1")
     llm_options = llm_eval.LLMOptions.resolve(
         base_url=args.llm_base_url,

@@ -44,6 +44,10 @@ if TYPE_CHECKING:  # the LLM modules load only when an endpoint is configured
 CACHE_FILE = "llm-cache.sqlite"
 DEFAULT_JUDGE_RUNS = 3
 DEFAULT_CONCURRENCY = 4
+# A local server (llama.cpp, Ollama, vLLM on this machine) usually has one slot, or several that
+# split one context: four questions at once overflowed a 16k-context llama-server. Start at one.
+LOCAL_CONCURRENCY = 1
+LOOPBACK_HOSTS = frozenset({"localhost", "127.0.0.1", "::1", "0.0.0.0"})
 # The packed variant is answered too: whether excerpts help the answer is what decides it.
 DEFAULT_ANSWER_SYSTEMS = ("mempp-paper", "mempp-default", PACKED)
 # Consecutive "endpoint unavailable" failures (each already retried by the client) after which
@@ -115,12 +119,13 @@ class LLMOptions:
         judge_model: str | None = None,
         memory_model: str | None = None,
         judge_runs: int = DEFAULT_JUDGE_RUNS,
-        concurrency: int = DEFAULT_CONCURRENCY,
+        concurrency: int | None = None,
         env: Mapping[str, str] | None = None,
         client: Mapping[str, Any] | None = None,
     ) -> LLMOptions | None:
         """Options from flags, falling back to ``MEMPP_LLM_BASE_URL``, ``MEMPP_LLM_MODEL`` and
-        ``MEMPP_LLM_API_KEY``; ``None`` when no endpoint is configured (retrieval only)."""
+        ``MEMPP_LLM_API_KEY``; ``None`` when no endpoint is configured (retrieval only).
+        ``concurrency`` ``None`` means :func:`default_concurrency` for the URL."""
         env = os.environ if env is None else env
         url = (base_url or env.get(ENV_BASE_URL) or "").strip()
         if not url:
@@ -138,7 +143,7 @@ class LLMOptions:
             memory_model,
             env.get(ENV_API_KEY) or None,
             judge_runs,
-            concurrency,
+            default_concurrency(url) if concurrency is None else concurrency,
             dict(client or {}),
         )
 
@@ -167,6 +172,16 @@ class LLMOptions:
             "concurrency": self.concurrency,
             "client": dict(self.client),
         }
+
+
+def default_concurrency(base_url: str) -> int:
+    """Questions in flight by default: :data:`LOCAL_CONCURRENCY` for a loopback endpoint,
+    :data:`DEFAULT_CONCURRENCY` for any other."""
+    from urllib.parse import urlsplit
+
+    host = (urlsplit(base_url.strip()).hostname or "").lower()
+    local = host in LOOPBACK_HOSTS or host.startswith("127.")
+    return LOCAL_CONCURRENCY if local else DEFAULT_CONCURRENCY
 
 
 class BenchClients:
@@ -344,6 +359,7 @@ class AnswerJudge:
         except MemppError as exc:
             self._failed(exc)
             update["answer_error"] = _describe(exc)
+            update["context_overflow"] = _overflowed(exc)
             return Outcome(task, "answer_failed", update)
         self._succeeded()
         update["answer_text"] = answer
@@ -358,6 +374,7 @@ class AnswerJudge:
         except MemppError as exc:
             self._failed(exc)
             update["judge_error"] = _describe(exc)
+            update["context_overflow"] = _overflowed(exc)
             return Outcome(task, "judge_failed", update)
         self._succeeded()
         rubric, label, fields = judged
@@ -459,6 +476,12 @@ class AnswerJudge:
             self._unavailable = 0
 
 
+def _overflowed(exc: MemppError) -> bool:
+    from mempp.llm import LLMContextOverflow
+
+    return isinstance(exc, LLMContextOverflow)
+
+
 def _empty(error: str | None) -> dict[str, Any]:
     return {
         "answer_text": None,
@@ -527,6 +550,10 @@ def summarize(
         "judge_failures": status["judge_failed"],
         "not_attempted": status["not_attempted"],
         "failures": status["answer_failed"] + status["judge_failed"] + status["not_attempted"],
+        # Failed because the prompt did not fit the model's context: a setting to fix (context
+        # size, --window, --llm-concurrency on a server whose slots share one context), not a
+        # wrong answer; counted among the failures above and never scored.
+        "context_overflows": sum(bool(o.update.get("context_overflow")) for o in outcomes),
     }
     codes = list(categories)
     by_category: dict[str, dict[str, Any]] = {}

@@ -213,6 +213,10 @@ def _packing_section(results: Mapping[str, Any], packed: list[Mapping[str, Any]]
     return lines
 
 
+def _failures(count: int, overflows: int) -> str:
+    return f"{count} ({overflows} context overflow)" if overflows else str(count)
+
+
 def _num(value: float | None, digits: int = 1) -> str:
     return "–" if value is None else f"{value:.{digits}f}"
 
@@ -279,7 +283,7 @@ def _answer_section(results: Mapping[str, Any], llm: Mapping[str, Any]) -> list[
             row += [_num(summary.get("f1")), _num(summary.get("bleu1"))]
         row += [
             f"{summary['scored']}/{summary['questions']}",
-            str(summary["answer_failures"]),
+            _failures(summary["answer_failures"], summary.get("context_overflows", 0)),
             str(summary["judge_failures"]),
             str(summary["not_attempted"]),
         ]

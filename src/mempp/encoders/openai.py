@@ -8,9 +8,17 @@ and error messages.
 
 Configuration comes from arguments or the environment: ``MEMPP_EMBED_BASE_URL`` (falls back to
 ``MEMPP_LLM_BASE_URL``), ``MEMPP_EMBED_MODEL``, ``MEMPP_EMBED_API_KEY`` (falls back to
-``MEMPP_LLM_API_KEY``) and ``MEMPP_EMBED_DIMENSIONS`` (optional; models that support it return
-shorter vectors). A store remembers the encoder's name (``openai/<model>[/<dimensions>]``) and
-size and refuses any other, so the endpoint's model must not change under a store.
+``MEMPP_LLM_API_KEY``), ``MEMPP_EMBED_DIMENSIONS`` (optional; models that support it return
+shorter vectors) and ``MEMPP_EMBED_MAX_TOKENS`` (default 512). A store remembers the encoder's
+name (``openai/<model>[/<dimensions>]``) and size and refuses any other, so the endpoint's model
+must not change under a store.
+
+Long inputs: the endpoint's tokenizer is unknown here, so each text is cut to
+``max_tokens * CHARS_PER_TOKEN`` characters before sending (the local encoder likewise reads
+only a document's opening). When the server still says an input is too large, the batch is
+halved, and a single text is cut in half again, down to :data:`MIN_CHARS`; only then does the
+call fail, with :class:`EmbeddingRejected` naming the input, so that an ingest can report that
+one document and store the others.
 """
 
 from __future__ import annotations
@@ -25,16 +33,40 @@ import numpy as np
 from mempp.errors import InvalidInput
 from mempp.llm import ENV_API_KEY as LLM_API_KEY
 from mempp.llm import ENV_BASE_URL as LLM_BASE_URL
-from mempp.llm import LLMClient, LLMConfig, LLMReplyError, LLMUnavailable
+from mempp.llm import (
+    LLMClient,
+    LLMConfig,
+    LLMContextOverflow,
+    LLMError,
+    LLMReplyError,
+    LLMUnavailable,
+)
 
 ENV_BASE_URL = "MEMPP_EMBED_BASE_URL"
 ENV_MODEL = "MEMPP_EMBED_MODEL"
 ENV_API_KEY = "MEMPP_EMBED_API_KEY"
 ENV_DIMENSIONS = "MEMPP_EMBED_DIMENSIONS"
+ENV_MAX_TOKENS = "MEMPP_EMBED_MAX_TOKENS"
 EMBEDDINGS_PATH = "/embeddings"
 DEFAULT_BATCH = 64
+# 512 tokens is the input limit of the BERT-style embedders (MiniLM, bge, e5) and llama.cpp's
+# default physical batch; larger models accept more, and say so through the flag.
+DEFAULT_MAX_TOKENS = 512
+# Three characters per token under-counts English (about four with BPE or word pieces), so a
+# cut text rarely overflows; numbers, code and non-Latin scripts may still, hence the halving.
+CHARS_PER_TOKEN = 3
+MIN_CHARS = 64
 # Some servers reject an empty input string; a lone space embeds as "nothing" everywhere.
 EMPTY_STAND_IN = " "
+
+
+class EmbeddingRejected(LLMError):
+    """The endpoint refused one input for good (too large even when cut to ``MIN_CHARS``, or
+    a permanent error while embedding it alone). ``index`` is its position in the call."""
+
+    def __init__(self, message: str, *, index: int, status: int | None = None) -> None:
+        super().__init__(message, status=status)
+        self.index = index
 
 
 class OpenAIEmbedder:
@@ -52,6 +84,7 @@ class OpenAIEmbedder:
         api_key: str | None = None,
         dimensions: int | None = None,
         batch_size: int = DEFAULT_BATCH,
+        max_tokens: int = DEFAULT_MAX_TOKENS,
         timeout: float = 60.0,
         max_retries: int = 4,
         client: LLMClient | None = None,
@@ -64,6 +97,9 @@ class OpenAIEmbedder:
             raise InvalidInput(f"dimensions must be a positive integer, got {dimensions!r}")
         if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
             raise InvalidInput(f"batch_size must be a positive integer, got {batch_size!r}")
+        if not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 1:
+            raise InvalidInput(f"max_tokens must be a positive integer, got {max_tokens!r}")
+        self.max_chars = max(MIN_CHARS, max_tokens * CHARS_PER_TOKEN)
         self.model = model.strip()
         self.dimensions = dimensions
         self.batch_size = batch_size
@@ -88,11 +124,12 @@ class OpenAIEmbedder:
             "base_url": env.get(ENV_BASE_URL) or env.get(LLM_BASE_URL),
             "api_key": env.get(ENV_API_KEY) or env.get(LLM_API_KEY),
         }
-        if env.get(ENV_DIMENSIONS):
-            try:
-                values["dimensions"] = int(env[ENV_DIMENSIONS])
-            except ValueError:
-                raise InvalidInput(f"{ENV_DIMENSIONS} must be an integer") from None
+        for name, key in ((ENV_DIMENSIONS, "dimensions"), (ENV_MAX_TOKENS, "max_tokens")):
+            if env.get(name):
+                try:
+                    values[key] = int(env[name])
+                except ValueError:
+                    raise InvalidInput(f"{name} must be an integer") from None
         values.update({k: v for k, v in overrides.items() if v is not None})
         if not values.get("model"):
             raise LLMUnavailable(f"no embedding model configured: set {ENV_MODEL} or pass model")
@@ -120,18 +157,57 @@ class OpenAIEmbedder:
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         if isinstance(texts, str):
             raise InvalidInput("embed takes a list of texts, not one string")
+        cut = [self._cut(text, self.max_chars) for text in texts]
         parts = [
-            self._batch(list(texts[i : i + self.batch_size]))
-            for i in range(0, len(texts), self.batch_size)
+            self._fitting(cut[i : i + self.batch_size], offset=i)
+            for i in range(0, len(cut), self.batch_size)
         ]
         if not parts:
             return np.zeros((0, self._dim or 0), dtype=np.float32)
         return np.concatenate(parts)
 
+    @staticmethod
+    def _cut(text: str, limit: int) -> str:
+        if not text.strip():
+            return EMPTY_STAND_IN
+        return text if len(text) <= limit else text[:limit]
+
+    def _fitting(self, texts: list[str], *, offset: int) -> np.ndarray:
+        """:meth:`_batch`, halving the batch (then a lone text) while the server says the
+        input is too large."""
+        try:
+            return self._batch(texts)
+        except LLMContextOverflow as exc:
+            if len(texts) > 1:
+                half = len(texts) // 2
+                return np.concatenate(
+                    [
+                        self._fitting(texts[:half], offset=offset),
+                        self._fitting(texts[half:], offset=offset + half),
+                    ]
+                )
+            (text,) = texts
+            if len(text) <= MIN_CHARS:
+                raise EmbeddingRejected(
+                    f"input {offset} is too large for the embedding model even cut to "
+                    f"{len(text)} characters: {exc}",
+                    index=offset,
+                    status=exc.status,
+                ) from exc
+            return self._fitting([self._cut(text, len(text) // 2)], offset=offset)
+        except LLMUnavailable:
+            raise  # the server, not this input: the caller cannot route around it
+        except LLMError as exc:
+            if len(texts) == 1 and exc.status in (400, 413, 422):
+                raise EmbeddingRejected(
+                    f"input {offset} was refused: {exc}", index=offset, status=exc.status
+                ) from exc
+            raise
+
     def _batch(self, texts: list[str]) -> np.ndarray:
         payload: dict[str, Any] = {
             "model": self.model,
-            "input": [text if text.strip() else EMPTY_STAND_IN for text in texts],
+            "input": texts,
             "encoding_format": "float",
         }
         if self.dimensions:

@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
-from mempp.records import Document
+from mempp.records import AddResult, Document
 
 if TYPE_CHECKING:
     from mempp.memory import Memory
@@ -247,7 +247,7 @@ def store_items(
         if batch:
             fresh = batch if seen is None else _new_sources(memory, batch, seen, report)
             if fresh:
-                _write(memory, fresh, report)
+                _write(memory, fresh, report, on_item)
             batch.clear()
         if progress is not None and consumed:
             progress(consumed)
@@ -296,10 +296,43 @@ def _new_sources(
     return fresh
 
 
-def _write(memory: Memory | None, batch: list[Document], report: ImportReport) -> None:
+def _add_all(
+    memory: Memory,
+    batch: list[Document],
+    report: ImportReport,
+    on_item: Callable[[Item], None] | None,
+) -> list[AddResult]:
+    """``add_many`` of the batch; when an embeddings endpoint refuses one document for good,
+    the others are stored one by one and the refused one is reported, so one long document
+    never aborts an import."""
+    from mempp.encoders.openai import EmbeddingRejected
+
+    try:
+        return memory.add_many(batch, batch_size=len(batch))
+    except EmbeddingRejected:
+        pass
+    results = []
+    for position, doc in enumerate(batch):
+        try:
+            results.extend(memory.add_many([doc]))
+        except EmbeddingRejected as exc:
+            where = doc.source or f"{report.source}: item {position + 1} of its batch"
+            failure = ItemError(location=where, reason=str(exc))
+            report.failures.append(failure)
+            if on_item is not None:
+                on_item(failure)
+    return results
+
+
+def _write(
+    memory: Memory | None,
+    batch: list[Document],
+    report: ImportReport,
+    on_item: Callable[[Item], None] | None,
+) -> None:
     if not report.dry_run:
         assert memory is not None
-        for result in memory.add_many(batch, batch_size=len(batch)):
+        for result in _add_all(memory, batch, report, on_item):
             if result.id is not None:
                 report.ids.append(result.id)
             else:
