@@ -117,7 +117,7 @@ class Corpus:
 
     def questions(self, count: int) -> list[str]:
         """Natural-looking 6-12 word questions: a question word, Zipf words, sometimes a name."""
-        rng = np.random.default_rng([self.seed, -1])
+        rng = np.random.default_rng([self.seed, 2**31])  # apart from every chunk
         out = []
         for number in range(count):
             length = int(rng.integers(6, 13))
@@ -283,6 +283,7 @@ def measure_cold(path: Path, question: str) -> dict[str, float]:
 def measure(path: Path, queries: int, seed: int) -> dict[str, object]:
     from threadpoolctl import threadpool_info
 
+    import mempp
     from mempp import Memory
     from mempp.dates import key_to_datetime
     from mempp.query import lexical_query, tag_labels
@@ -290,6 +291,7 @@ def measure(path: Path, queries: int, seed: int) -> dict[str, object]:
     corpus = Corpus(seed)
     questions = corpus.questions(queries)
     result: dict[str, object] = {
+        "mempp": str(Path(mempp.__file__).parent),
         "blas threads": [p["num_threads"] for p in threadpool_info() if p["user_api"] == "blas"],
     }
     with Memory(path) as memory:
@@ -347,15 +349,19 @@ def measure(path: Path, queries: int, seed: int) -> dict[str, object]:
     return result
 
 
-def child(args: list[str], one_thread: bool) -> dict[str, object]:
+def child(args: list[str], one_thread: bool, source: Path | None) -> dict[str, object]:
     env = dict(os.environ)
+    if source is not None:  # another checkout's mempp, ahead of the installed one
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(source), env.get("PYTHONPATH")]))
     for name in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
         env.pop(name, None)
     if one_thread:
         env["OPENBLAS_NUM_THREADS"] = "1"
     done = subprocess.run(
-        [sys.executable, __file__, *args], env=env, check=True, capture_output=True, text=True
+        [sys.executable, __file__, *args], env=env, capture_output=True, text=True
     )
+    if done.returncode != 0:
+        sys.exit(f"bench_scale.py {' '.join(args)} failed:\n{done.stderr}")
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
@@ -365,7 +371,7 @@ def report(size: int, built: dict[str, float], file_gib: float, runs: dict[str, 
     print(f"\nN = {size:,}: file {file_gib:.2f} GiB, ingest {ingest:,.0f} docs/s (store only)")
     for mode, run in runs.items():
         print(
-            f"  [{mode}] BLAS threads {run['blas threads']}; cold: first search "
+            f"  [{mode}] {run['mempp']}, BLAS threads {run['blas threads']}; cold: first search "
             f"{run['cold first search s']:.2f} s, process start to result "
             f"{run['cold process to result s']:.2f} s; warm() {run['warm s']:.2f} s; RSS after "
             f"warm {run['rss after warm GiB']:.2f} GiB (peak {run['peak rss GiB']:.2f}), after "
@@ -391,6 +397,11 @@ def main() -> None:
     parser.add_argument(
         "--modes", nargs="+", default=["default", "one thread"], choices=["default", "one thread"]
     )
+    parser.add_argument(
+        "--compare-src",
+        type=Path,
+        help="also measure the mempp package under this src/ folder (e.g. main's), same run",
+    )
     parser.add_argument("--child", choices=("cold", "measure"), help=argparse.SUPPRESS)
     parser.add_argument("--path", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -409,11 +420,15 @@ def main() -> None:
         path = store_path(args.cache, size, args.seed)
         common = ["--path", str(path), "--seed", str(args.seed), "--queries", str(args.queries)]
         runs = {}
-        for mode in args.modes:
-            one = mode == "one thread"
-            run = child(["--child", "cold", *common], one)
-            run.update(child(["--child", "measure", *common], one))
-            runs[mode] = run
+        sources: dict[str, Path | None] = {"": None}
+        if args.compare_src is not None:
+            sources = {f"{args.compare_src}, ": args.compare_src, "this checkout, ": None}
+        for prefix, source in sources.items():
+            for mode in args.modes:
+                one = mode == "one thread"
+                run = child(["--child", "cold", *common], one, source)
+                run.update(child(["--child", "measure", *common], one, source))
+                runs[prefix + mode] = run
         report(size, built, path.stat().st_size / 2**30, runs)
 
 
