@@ -81,3 +81,55 @@ def test_rankings_and_postings_match_a_plain_reference(
         for ids, tf in postings.values():
             lengths[ids] += tf
     assert index.lengths(np.arange(1, 3001)).tolist() == lengths[1:].tolist()
+
+
+def test_saved_index_loads_and_catches_up_like_one_built_whole(tmp_path) -> None:
+    rng = np.random.default_rng(5)
+    batches = list(_batches(rng, rows=2000, terms=40, parts=4))
+    whole, resumed = Bm25Index(), Bm25Index()
+    for postings, new_rows, max_id in batches:
+        whole.add_postings(postings, new_rows, max_id)
+    for postings, new_rows, max_id in batches[:2]:
+        resumed.add_postings(postings, new_rows, max_id)
+    path = tmp_path / "bm25.npz"
+    resumed.save(path)
+    loaded = Bm25Index.load(path)
+    assert (loaded.rows, loaded.tokens, loaded.max_id) == (
+        resumed.rows,
+        resumed.tokens,
+        resumed.max_id,
+    )
+    for postings, new_rows, max_id in batches[2:]:  # catch up from the last id
+        loaded.add_postings(postings, new_rows, max_id)
+
+    def everyone(ids: np.ndarray) -> np.ndarray:
+        return np.ones(len(ids), dtype=bool)
+
+    for trial in range(20):
+        query = [f"t{int(t)}" for t in rng.integers(0, 45, int(rng.integers(1, 4)))]
+        assert loaded.search(query, trial % 3 == 0, everyone, 40) == whole.search(
+            query, trial % 3 == 0, everyone, 40
+        )
+    assert not list(tmp_path.glob("*.partial"))
+
+
+def test_load_names_the_file_it_cannot_read(tmp_path) -> None:
+    junk = tmp_path / "junk.npz"
+    junk.write_bytes(b"not numpy")
+    with pytest.raises(ValueError, match=r"junk\.npz: not a BM25 index file"):
+        Bm25Index.load(junk)
+    other = tmp_path / "other.npz"
+    arrays = {"terms": np.zeros(0, np.uint8), "indptr": np.array([0, 3]), "ids": np.zeros(3)}
+    np.savez(other, format=np.array([1, 1, 1, 5]), tf=np.zeros(3), doclen=np.zeros(6), **arrays)
+    with pytest.raises(ValueError, match=r"other\.npz: not a BM25 index file"):
+        Bm25Index.load(other)
+
+
+def test_postings_from_groups_counts_occurrences() -> None:
+    grouped = [("budget", "3,3,5,9,9,9"), ("plan", "7"), ("odd", "8,2,8")]
+    postings = bm25.postings_from_groups(grouped)
+    assert {t: (i.tolist(), f.tolist()) for t, (i, f) in postings.items()} == {
+        "budget": ([3, 5, 9], [2.0, 1.0, 3.0]),
+        "plan": ([7], [1.0]),
+        "odd": ([2, 8], [1.0, 2.0]),
+    }

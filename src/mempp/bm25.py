@@ -15,14 +15,19 @@ FTS5's, so the ranking (score, then newer id) is the same; tests check this.
 from __future__ import annotations
 
 import math
+import os
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
 
 import numpy as np
 
 K1 = 1.2
 B = 0.75
 
+
+# Version of the file written by Bm25Index.save.
+_FILE_FORMAT = 1
 
 # Appended postings are merged into the flat arrays once they hold this share of all pairs
 # (or at least _MIN_DELTA pairs): searches meanwhile concatenate a term's few appended chunks.
@@ -83,6 +88,58 @@ class Bm25Index:
             self.max_id = max(self.max_id, max_id)
             if self._delta_pairs > max(_MIN_DELTA, len(self._ids) // _DELTA_SHARE):
                 self._merge()
+
+    def save(self, path: str | os.PathLike[str]) -> None:
+        """Write the index to ``path`` (NumPy ``.npz``), atomically: a reader sees the old
+        file or the new one. ``load`` reads it back; postings added later are appended."""
+        target = Path(path)
+        partial = target.with_name(target.name + ".partial")
+        with self._lock:
+            if self._delta:
+                self._merge()
+            terms = "\0".join(self._terms).encode("utf-8")  # tokens never hold NUL
+            with open(partial, "wb") as out:
+                np.savez(
+                    out,
+                    format=np.array([_FILE_FORMAT, self.rows, self.tokens, self.max_id]),
+                    terms=np.frombuffer(terms, dtype=np.uint8),
+                    indptr=self._indptr,
+                    ids=self._ids,
+                    tf=self._tf,
+                    doclen=self._doclen[: self.max_id + 1],
+                )
+        os.replace(partial, target)
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str]) -> Bm25Index:
+        """The index ``save`` wrote; ``ValueError`` naming the file if it is not one."""
+        try:
+            with np.load(path, allow_pickle=False) as data:
+                arrays = {name: data[name] for name in data.files}
+            version, rows, tokens, max_id = (int(v) for v in arrays["format"])
+            terms = bytes(arrays["terms"]).decode("utf-8")
+            indptr, ids, tf, doclen = (arrays[k] for k in ("indptr", "ids", "tf", "doclen"))
+        except (OSError, KeyError, ValueError, TypeError, UnicodeDecodeError) as error:
+            raise ValueError(f"{path}: not a BM25 index file ({error})") from None
+        names = terms.split("\0") if terms else []
+        consistent = (
+            version == _FILE_FORMAT
+            and len(indptr) == len(names) + 1
+            and int(indptr[0]) == 0
+            and bool(np.all(np.diff(indptr) >= 0))
+            and int(indptr[-1]) == len(ids) == len(tf)
+            and len(doclen) == max_id + 1
+            and (len(ids) == 0 or int(ids.max()) <= max_id)
+        )
+        if not consistent:
+            raise ValueError(f"{path}: not a BM25 index file of format {_FILE_FORMAT}")
+        index = cls()
+        index._terms = {name: number for number, name in enumerate(names)}
+        index._indptr, index._ids, index._tf = indptr, ids, tf
+        index._doclen = np.zeros(max(1024, max_id + 1), dtype=np.float64)
+        index._doclen[: max_id + 1] = doclen
+        index.rows, index.tokens, index.max_id = rows, tokens, max_id
+        return index
 
     def postings(self, term: str) -> tuple[np.ndarray, np.ndarray]:
         """A term's ids (increasing) and frequencies (float64)."""
@@ -207,3 +264,19 @@ class Bm25Index:
             candidates = candidates[values >= cutoff]  # ties at the cut stay for the tie-break
         order = np.lexsort((-candidates, -score[candidates]))[:limit]
         return candidates[order].tolist()
+
+
+def postings_from_groups(
+    grouped: Iterable[tuple[str, str]],
+) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """FTS5 ``fts5vocab`` instance rows grouped by term, ``(term, "id,id,...")`` with one id
+    per occurrence, into each term's increasing ids and their frequencies."""
+    postings = {}
+    for term, joined in grouped:
+        occurrences = np.fromstring(joined, dtype=np.int64, sep=",")  # ~9x str.split
+        if len(occurrences) > 1 and bool(np.any(occurrences[1:] < occurrences[:-1])):
+            occurrences.sort()  # FTS5 lists them by id; never rely on it blindly
+        starts = np.flatnonzero(np.r_[True, occurrences[1:] != occurrences[:-1]])
+        counts = np.diff(np.r_[starts, len(occurrences)])
+        postings[term] = (occurrences[starts], counts.astype(np.float64))
+    return postings
