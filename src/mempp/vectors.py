@@ -130,12 +130,16 @@ class ExactVectorIndex:
             if self._exact_rows is None:
                 self._exact[start:end] = vectors
             # The tail sits in arrival order, so its scan positions are its arrival positions.
-            scales = np.abs(vectors).max(axis=1) / np.float32(127)
-            scales[scales == 0] = 1
+            # Block by block: no temporary as large as the vectors themselves.
+            scales = np.empty(count, dtype=np.float32)
             for block in range(0, count, _BLOCK):
                 stop = min(block + _BLOCK, count)
+                rows = vectors[block:stop]
+                scale = np.abs(rows).max(axis=1) / np.float32(127)
+                scale[scale == 0] = 1
+                scales[block:stop] = scale
                 np.rint(
-                    vectors[block:stop] / scales[block:stop, None],
+                    rows / scale[:, None],
                     out=self._codes[start + block : start + stop],
                     casting="unsafe",
                 )
