@@ -13,7 +13,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from mempp.bm25 import Bm25Index
+from mempp.bm25 import Bm25Index, postings_from_groups
 from mempp.query import LexicalQuery, storable_query
 from mempp.store.base import followers_in_order
 from mempp.store.sqlite.records import _RecordsMixin
@@ -52,16 +52,8 @@ def _quoted(term: str) -> str:
     return '"' + term.replace('"', '""') + '"'
 
 
-def _postings_from_groups(
-    grouped: list[tuple[str, str]],
-) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-    """``(term, "id,id,id...")`` rows, one id per token occurrence, into ids and frequencies."""
-    postings = {}
-    for term, joined in grouped:
-        occurrences = np.array(joined.split(","), dtype=np.int64)
-        ids, counts = np.unique(occurrences, return_counts=True)
-        postings[term] = (ids, counts.astype(np.float64))
-    return postings
+# Rows per fetch when loading vectors into the in-RAM index.
+_LOAD_CHUNK = 20_000
 
 
 class _LegsMixin(_RecordsMixin):
@@ -320,7 +312,7 @@ class _LegsMixin(_RecordsMixin):
             finally:
                 conn.close()
             bm25 = Bm25Index()
-            bm25.add_postings(_postings_from_groups(grouped), rows, max_id)
+            bm25.add_postings(postings_from_groups(grouped), rows, max_id)
         except sqlite3.Error:
             return  # stay on FTS5, which is always correct
         with self._lock:
@@ -340,7 +332,7 @@ class _LegsMixin(_RecordsMixin):
             "SELECT term, group_concat(doc) FROM temp.mempp_tok_postings GROUP BY term"
         ).fetchall()
         self._conn.execute("INSERT INTO temp.mempp_tok (mempp_tok) VALUES ('delete-all')")
-        bm25.add_postings(_postings_from_groups(grouped), len(rows), rows[-1][0])
+        bm25.add_postings(postings_from_groups(grouped), len(rows), rows[-1][0])
 
     def _ensure_tokenizer(self) -> None:
         self._conn.execute(
@@ -381,6 +373,17 @@ class _LegsMixin(_RecordsMixin):
         return [self._token_cache[t] for t in terms]
 
     # -- the in-RAM vector index --------------------------------------------------------
+    def _stored_vectors(self, ids: np.ndarray) -> np.ndarray:
+        """The float32 vectors of rows ``ids``, in that order, read from the file."""
+        with self._lock:
+            rows = self._conn.execute(
+                "SELECT id, embedding FROM records WHERE id IN (SELECT value FROM json_each(?))",
+                (json.dumps(ids.tolist()),),
+            ).fetchall()
+        found = dict(rows)
+        blob = b"".join(found[i] for i in ids.tolist())
+        return np.frombuffer(blob, dtype="<f4").reshape(len(ids), -1)
+
     def _vector_index(self) -> ExactVectorIndex | None:
         """Bring the RAM index up to date with the file (cheap when nothing changed)."""
         with self._lock:
@@ -395,34 +398,37 @@ class _LegsMixin(_RecordsMixin):
             if encoder is None:
                 return None
             if self._index is None:
-                self._index = ExactVectorIndex(encoder[1])
+                # The index keeps its int8 scan copy; candidates' float32 rows come from here.
+                self._index = ExactVectorIndex(encoder[1], exact_rows=self._stored_vectors)
             index = self._index
+            held, held_max = len(index), index.max_id  # rows loaded now bring their own state
             self._conn.execute("BEGIN")  # one consistent snapshot for rows and epoch
             try:
                 epoch = self._conn.execute(
                     "SELECT value FROM mempp_meta WHERE key = 'state_epoch'"
                 ).fetchone()[0]
-                rows = self._conn.execute(
+                cursor = self._conn.execute(
                     """SELECT id, scope, event_key, state = 'active', embedding FROM records
                        WHERE id > ? ORDER BY id""",
-                    (index.max_id,),
-                ).fetchall()
+                    (held_max,),
+                )
+                # In chunks: a million blobs fetched at once peaked at 3x the vectors' size.
+                while rows := cursor.fetchmany(_LOAD_CHUNK):
+                    vectors = np.frombuffer(b"".join(r[4] for r in rows), dtype="<f4")
+                    index.append(
+                        np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows)),
+                        vectors.reshape(len(rows), index.dim),
+                        (r[1] for r in rows),
+                        (r[2] for r in rows),
+                        (bool(r[3]) for r in rows),
+                    )
                 states = None
-                if epoch != self._seen_state_epoch and len(index):
+                if epoch != self._seen_state_epoch and held:
                     states = self._conn.execute(
-                        "SELECT id, state = 'active' FROM records WHERE id <= ?", (index.max_id,)
+                        "SELECT id, state = 'active' FROM records WHERE id <= ?", (held_max,)
                     ).fetchall()
             finally:
                 self._conn.execute("COMMIT")
-            if rows:
-                vectors = np.frombuffer(b"".join(r[4] for r in rows), dtype="<f4")
-                index.append(
-                    np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows)),
-                    vectors.reshape(len(rows), index.dim),
-                    (r[1] for r in rows),
-                    (r[2] for r in rows),
-                    (bool(r[3]) for r in rows),
-                )
             if states is not None:
                 index.set_active((row_id, bool(active)) for row_id, active in states)
             self._seen_state_epoch = epoch
