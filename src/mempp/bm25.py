@@ -60,6 +60,7 @@ class Bm25Index:
         self.rows = 0  # N: rows in the FTS table, including rows without tokens
         self.tokens = 0  # total tokens over all rows
         self.max_id = 0
+        self.label = ""  # the caller's note on what the index covers, kept by save/load
 
     @property
     def nbytes(self) -> int:
@@ -107,6 +108,7 @@ class Bm25Index:
                     ids=self._ids,
                     tf=self._tf,
                     doclen=self._doclen[: self.max_id + 1],
+                    label=np.frombuffer(self.label.encode("utf-8"), dtype=np.uint8),
                 )
         os.replace(partial, target)
 
@@ -119,6 +121,7 @@ class Bm25Index:
             version, rows, tokens, max_id = (int(v) for v in arrays["format"])
             terms = bytes(arrays["terms"]).decode("utf-8")
             indptr, ids, tf, doclen = (arrays[k] for k in ("indptr", "ids", "tf", "doclen"))
+            label = bytes(arrays["label"]).decode("utf-8")
         except (OSError, KeyError, ValueError, TypeError, UnicodeDecodeError) as error:
             raise ValueError(f"{path}: not a BM25 index file ({error})") from None
         names = terms.split("\0") if terms else []
@@ -139,6 +142,7 @@ class Bm25Index:
         index._doclen = np.zeros(max(1024, max_id + 1), dtype=np.float64)
         index._doclen[: max_id + 1] = doclen
         index.rows, index.tokens, index.max_id = rows, tokens, max_id
+        index.label = label
         return index
 
     def postings(self, term: str) -> tuple[np.ndarray, np.ndarray]:

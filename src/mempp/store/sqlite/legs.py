@@ -4,12 +4,14 @@ latest unmatched rows."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sqlite3
 import threading
 import urllib.parse
 from collections.abc import Collection, Sequence
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 
@@ -50,6 +52,57 @@ def fts_match_expression(query: LexicalQuery) -> str | None:
 
 def _quoted(term: str) -> str:
     return '"' + term.replace('"', '""') + '"'
+
+
+# The BM25 replica is saved beside the database as <file>-bm25.npz and loaded next time if it
+# still describes the file; it is rebuilt once the rows added since outnumber an eighth of it
+# (they are tokenised one by one at catch-up, the build reads FTS5's postings in bulk).
+BM25_FILE_SUFFIX = "-bm25.npz"
+_BM25_STALE_SHARE = 8
+
+
+def _fingerprint(conn: sqlite3.Connection, max_id: int) -> str | None:
+    """What a saved replica covers: its newest id and that row's text hash (ids are never
+    reused in one file, so another database at the same path will not match)."""
+    row = conn.execute("SELECT hex(text_hash) FROM records WHERE id = ?", (max_id,)).fetchone()
+    return None if row is None else f"{max_id}:{row[0]}"
+
+
+def _bm25_from_fts5(conn: sqlite3.Connection) -> Bm25Index:
+    conn.execute(
+        "CREATE VIRTUAL TABLE IF NOT EXISTS temp.mempp_postings "
+        "USING fts5vocab(main, records_fts, instance)"
+    )
+    conn.execute("BEGIN")  # one snapshot for postings and row counts
+    try:
+        max_id, rows = conn.execute("SELECT coalesce(max(id), 0), count(*) FROM records").fetchone()
+        grouped = conn.execute(
+            "SELECT term, group_concat(doc) FROM temp.mempp_postings GROUP BY term"
+        )
+        bm25 = Bm25Index()
+        bm25.add_postings(postings_from_groups(grouped), rows, max_id)
+        bm25.label = _fingerprint(conn, max_id) or ""
+    finally:
+        conn.execute("COMMIT")
+    return bm25
+
+
+def _saved_bm25(conn: sqlite3.Connection, path: Path) -> Bm25Index | None:
+    """The replica saved at ``path`` if it describes this file and is fresh enough."""
+    if not path.exists():
+        return None
+    try:
+        bm25 = Bm25Index.load(path)
+    except ValueError:
+        return None  # unreadable: rebuilt and saved again
+    covered, total = conn.execute(
+        "SELECT count(*) FILTER (WHERE id <= ?), count(*) FROM records", (bm25.max_id,)
+    ).fetchone()
+    if bm25.label != _fingerprint(conn, bm25.max_id) or covered != bm25.rows:
+        return None
+    if (total - covered) * _BM25_STALE_SHARE > max(bm25.rows, 1):
+        return None
+    return bm25
 
 
 # Rows per fetch when loading vectors into the in-RAM index.
@@ -287,7 +340,9 @@ class _LegsMixin(_RecordsMixin):
         return self._bm25
 
     def _build_bm25(self) -> None:
-        """Read FTS5's postings once, on a connection of its own (runs in a thread)."""
+        """Load the replica saved beside the file, or read FTS5's postings once and save them
+        there (runs in a thread, on a connection of its own)."""
+        saved = Path(f"{self.location}{BM25_FILE_SUFFIX}")
         try:
             # Read-only: if the store is closed and its file moved meanwhile, this must not
             # create an empty database in its place.
@@ -297,22 +352,13 @@ class _LegsMixin(_RecordsMixin):
                 timeout=BUSY_TIMEOUT_S,
             )
             try:
-                conn.execute(
-                    "CREATE VIRTUAL TABLE temp.mempp_postings "
-                    "USING fts5vocab(main, records_fts, instance)"
-                )
-                conn.execute("BEGIN")  # one snapshot for postings and row counts
-                max_id, rows = conn.execute(
-                    "SELECT coalesce(max(id), 0), count(*) FROM records"
-                ).fetchone()
-                grouped = conn.execute(
-                    "SELECT term, group_concat(doc) FROM temp.mempp_postings GROUP BY term"
-                ).fetchall()
-                conn.execute("COMMIT")
+                bm25 = _saved_bm25(conn, saved)
+                if bm25 is None:
+                    bm25 = _bm25_from_fts5(conn)
+                    with contextlib.suppress(OSError):  # a read-only folder: build next time
+                        bm25.save(saved)
             finally:
                 conn.close()
-            bm25 = Bm25Index()
-            bm25.add_postings(postings_from_groups(grouped), rows, max_id)
         except sqlite3.Error:
             return  # stay on FTS5, which is always correct
         with self._lock:
