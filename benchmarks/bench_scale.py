@@ -280,6 +280,15 @@ def measure_cold(path: Path, question: str) -> dict[str, float]:
         }
 
 
+def measure_first_warm(path: Path) -> dict[str, float]:
+    """``warm()`` with nothing saved beside the file (the BM25 replica built and saved)."""
+    from mempp import Memory
+
+    with Memory(path) as memory:
+        seconds, _ = timed(memory.warm)
+    return {"first warm s": seconds, "first warm peak rss GiB": rss_gib()[1]}
+
+
 def measure(path: Path, queries: int, seed: int) -> dict[str, object]:
     from threadpoolctl import threadpool_info
 
@@ -371,6 +380,10 @@ def report(size: int, built: dict[str, float], file_gib: float, runs: dict[str, 
     print(f"\nN = {size:,}: file {file_gib:.2f} GiB, ingest {ingest:,.0f} docs/s (store only)")
     for mode, run in runs.items():
         print(
+            f"  [{mode}] first warm() (nothing saved beside the file) {run['first warm s']:.2f} s,"
+            f" peak RSS {run['first warm peak rss GiB']:.2f} GiB"
+        )
+        print(
             f"  [{mode}] {run['mempp']}, BLAS threads {run['blas threads']}; cold: first search "
             f"{run['cold first search s']:.2f} s, process start to result "
             f"{run['cold process to result s']:.2f} s; warm() {run['warm s']:.2f} s; RSS after "
@@ -402,12 +415,15 @@ def main() -> None:
         type=Path,
         help="also measure the mempp package under this src/ folder (e.g. main's), same run",
     )
-    parser.add_argument("--child", choices=("cold", "measure"), help=argparse.SUPPRESS)
+    parser.add_argument("--child", choices=("cold", "warm", "measure"), help=argparse.SUPPRESS)
     parser.add_argument("--path", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
 
     if args.child == "cold":
         print(json.dumps(measure_cold(args.path, Corpus(args.seed).questions(1)[0])))
+        return
+    if args.child == "warm":
+        print(json.dumps(measure_first_warm(args.path)))
         return
     if args.child == "measure":
         print(json.dumps(measure(args.path, args.queries, args.seed)))
@@ -424,9 +440,12 @@ def main() -> None:
         if args.compare_src is not None:
             sources = {f"{args.compare_src}, ": args.compare_src, "this checkout, ": None}
         for prefix, source in sources.items():
+            Path(f"{path}-bm25.npz").unlink(missing_ok=True)  # what an earlier run saved
+            first = child(["--child", "warm", *common], False, source)
             for mode in args.modes:
                 one = mode == "one thread"
-                run = child(["--child", "cold", *common], one, source)
+                run = dict(first)
+                run.update(child(["--child", "cold", *common], one, source))
                 run.update(child(["--child", "measure", *common], one, source))
                 runs[prefix + mode] = run
         report(size, built, path.stat().st_size / 2**30, runs)
