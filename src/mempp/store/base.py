@@ -54,6 +54,12 @@ class Store(Protocol):
         ...
 
     # -- write path -------------------------------------------------------------------
+    def stored_sources(self, scope: str, sources: Collection[str]) -> set[str]:
+        """Which of ``sources`` a row of the scope (any state) already has: how an import of
+        a source whose items have stable URIs (a Slack message, a Message-ID) skips what an
+        earlier import stored."""
+        ...
+
     def find_duplicates(self, scope: str, docs: Sequence[Document]) -> list[bool]:
         """For each document: does an active row of the same scope and author have its text?"""
         ...
