@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 import time
+from pathlib import Path
 
 import pytest
 
@@ -106,3 +107,50 @@ def test_replica_is_not_used_for_multi_token_terms(db_path) -> None:
             )
             is None
         )
+
+
+def _ranked(memory: Memory, question: str) -> list[int] | None:
+    query = lexical_query(question, Settings(lexical_mode="disjunctive"))
+    return memory.store._lexical_in_ram(memory.scope, query, None, 50)
+
+
+def test_replica_is_saved_beside_the_file_and_reused_while_it_matches(db_path, monkeypatch) -> None:
+    from mempp.store.sqlite import legs
+
+    rng = random.Random(11)
+    docs = [" ".join(rng.choice(WORDS) for _ in range(rng.randint(3, 30))) for _ in range(300)]
+    saved = Path(f"{db_path}{legs.BM25_FILE_SUFFIX}")
+    with Memory(db_path, embedder=KeywordEmbedder(["budget"])) as memory:
+        memory.add_many(docs)
+        memory.store.bm25_min_rows = 0
+        _wait_for_replica(memory)
+        expected = _ranked(memory, "budget plan review")
+    assert saved.exists()
+    built = []
+    real_build = legs._bm25_from_fts5
+    monkeypatch.setattr(legs, "_bm25_from_fts5", lambda conn: built.append(1) or real_build(conn))
+    with Memory(db_path, embedder=KeywordEmbedder(["budget"])) as memory:
+        memory.store.bm25_min_rows = 0
+        _wait_for_replica(memory)
+        assert built == [] and _ranked(memory, "budget plan review") == expected
+        memory.add_many([f"budget plan review {i}" for i in range(10)])  # caught up, not rebuilt
+        fresh = _ranked(memory, "budget plan review")
+        assert fresh == _sql_ranking(
+            memory, lexical_query("budget plan review", Settings()), None, 50
+        )
+    # Another database at the same path does not match the saved replica: rebuilt.
+    db_path.unlink()
+    for suffix in ("-wal", "-shm"):
+        Path(f"{db_path}{suffix}").unlink(missing_ok=True)
+    with Memory(db_path, embedder=KeywordEmbedder(["budget"])) as memory:
+        memory.add_many(docs[:150])
+        memory.store.bm25_min_rows = 0
+        _wait_for_replica(memory)
+        assert built == [1]
+        assert memory.store._bm25.rows == 150
+    # An unreadable file is rebuilt too.
+    saved.write_bytes(b"junk")
+    with Memory(db_path, embedder=KeywordEmbedder(["budget"])) as memory:
+        memory.store.bm25_min_rows = 0
+        _wait_for_replica(memory)
+        assert built == [1, 1] and memory.store._bm25.rows == 150

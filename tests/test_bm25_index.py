@@ -1,0 +1,135 @@
+"""Bm25Index's flat postings: the same scores and rankings however appends are merged."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+
+from mempp import bm25
+from mempp.bm25 import Bm25Index
+
+
+def _batches(rng: np.random.Generator, rows: int, terms: int, parts: int):
+    """Random postings for rows 1..rows in ``parts`` appends, as FTS5 hands them over."""
+    edges = np.linspace(0, rows, parts + 1).astype(int)
+    for low, high in itertools.pairwise(edges):
+        postings = {}
+        for term in range(terms):
+            chosen = np.flatnonzero(rng.random(high - low) < 1.5 / (term + 1) ** 0.8)
+            if len(chosen):
+                ids = (low + 1 + chosen).astype(np.int64)
+                postings[f"t{term}"] = (ids, rng.integers(1, 300, len(ids)).astype(np.float64))
+        yield postings, int(high - low), int(high)
+
+
+def _reference(batches, query: list[str], conjunctive: bool, limit: int) -> list[int]:
+    per_term: dict[str, dict[int, float]] = {}
+    length: dict[int, float] = {}
+    rows = 0
+    for postings, new_rows, _ in batches:
+        rows += new_rows
+        for term, (ids, tf) in postings.items():
+            for i, f in zip(ids.tolist(), tf.tolist(), strict=True):
+                per_term.setdefault(term, {})[i] = f
+                length[i] = length.get(i, 0.0) + f
+    avgdl = sum(length.values()) / rows
+    score: dict[int, float] = {}
+    hits: dict[int, int] = {}
+    for term in query:
+        found = per_term.get(term, {})
+        idf = math.log((rows - len(found) + 0.5) / (len(found) + 0.5))
+        idf = 1e-6 if idf <= 0 else idf
+        for i, f in found.items():
+            part = idf * (f * 2.2) / (f + 1.2 * (0.25 + 0.75 * length[i] / avgdl))
+            score[i] = score.get(i, 0.0) + part
+            hits[i] = hits.get(i, 0) + 1
+    need = len(query) if conjunctive else 1
+    chosen = [i for i in score if hits[i] >= need and i % 3]  # eligibility: ids not % 3
+    return sorted(chosen, key=lambda i: (-score[i], -i))[:limit]
+
+
+@pytest.mark.parametrize("merge", ["never", "every append"])
+def test_rankings_and_postings_match_a_plain_reference(
+    monkeypatch: pytest.MonkeyPatch, merge: str
+) -> None:
+    if merge == "every append":
+        monkeypatch.setattr(bm25, "_MIN_DELTA", 0)
+        monkeypatch.setattr(bm25, "_DELTA_SHARE", 10**9)
+    rng = np.random.default_rng(3)
+    batches = list(_batches(rng, rows=3000, terms=60, parts=5))
+    index = Bm25Index()
+    for postings, new_rows, max_id in batches:
+        index.add_postings(postings, new_rows, max_id)
+    if merge == "every append":
+        assert index._delta == {} and index._ids.dtype == np.int32
+        assert index._tf.dtype == np.uint16  # frequencies up to 299
+    for trial in range(40):
+        query = [f"t{int(t)}" for t in rng.integers(0, 70, int(rng.integers(1, 5)))]
+        conjunctive = trial % 4 == 0
+        limit = (5, 50, 500)[trial % 3]
+        got = index.search(query, conjunctive, lambda ids: ids % 3 != 0, limit)
+        assert got == _reference(batches, query, conjunctive, limit), (trial, query)
+    ids, tf = index.postings("t0")
+    expected = np.concatenate([p["t0"][0] for p, _, _ in batches])
+    assert ids.tolist() == expected.tolist() and tf.dtype == np.float64
+    assert index.postings("absent")[0].size == 0
+    lengths = np.zeros(3001)
+    for postings, _, _ in batches:
+        for ids, tf in postings.values():
+            lengths[ids] += tf
+    assert index.lengths(np.arange(1, 3001)).tolist() == lengths[1:].tolist()
+
+
+def test_saved_index_loads_and_catches_up_like_one_built_whole(tmp_path) -> None:
+    rng = np.random.default_rng(5)
+    batches = list(_batches(rng, rows=2000, terms=40, parts=4))
+    whole, resumed = Bm25Index(), Bm25Index()
+    for postings, new_rows, max_id in batches:
+        whole.add_postings(postings, new_rows, max_id)
+    for postings, new_rows, max_id in batches[:2]:
+        resumed.add_postings(postings, new_rows, max_id)
+    path = tmp_path / "bm25.npz"
+    resumed.save(path)
+    loaded = Bm25Index.load(path)
+    assert (loaded.rows, loaded.tokens, loaded.max_id) == (
+        resumed.rows,
+        resumed.tokens,
+        resumed.max_id,
+    )
+    for postings, new_rows, max_id in batches[2:]:  # catch up from the last id
+        loaded.add_postings(postings, new_rows, max_id)
+
+    def everyone(ids: np.ndarray) -> np.ndarray:
+        return np.ones(len(ids), dtype=bool)
+
+    for trial in range(20):
+        query = [f"t{int(t)}" for t in rng.integers(0, 45, int(rng.integers(1, 4)))]
+        assert loaded.search(query, trial % 3 == 0, everyone, 40) == whole.search(
+            query, trial % 3 == 0, everyone, 40
+        )
+    assert not list(tmp_path.glob("*.partial"))
+
+
+def test_load_names_the_file_it_cannot_read(tmp_path) -> None:
+    junk = tmp_path / "junk.npz"
+    junk.write_bytes(b"not numpy")
+    with pytest.raises(ValueError, match=r"junk\.npz: not a BM25 index file"):
+        Bm25Index.load(junk)
+    other = tmp_path / "other.npz"
+    arrays = {"terms": np.zeros(0, np.uint8), "indptr": np.array([0, 3]), "ids": np.zeros(3)}
+    np.savez(other, format=np.array([1, 1, 1, 5]), tf=np.zeros(3), doclen=np.zeros(6), **arrays)
+    with pytest.raises(ValueError, match=r"other\.npz: not a BM25 index file"):
+        Bm25Index.load(other)
+
+
+def test_postings_from_groups_counts_occurrences() -> None:
+    grouped = [("budget", "3,3,5,9,9,9"), ("plan", "7"), ("odd", "8,2,8")]
+    postings = bm25.postings_from_groups(grouped)
+    assert {t: (i.tolist(), f.tolist()) for t, (i, f) in postings.items()} == {
+        "budget": ([3, 5, 9], [2.0, 1.0, 3.0]),
+        "plan": ([7], [1.0]),
+        "odd": ([2, 8], [1.0, 2.0]),
+    }
