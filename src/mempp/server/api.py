@@ -53,7 +53,7 @@ from mempp.server.state import Principal, require, state_of
 
 JSONL = "application/x-ndjson"
 
-router = APIRouter(prefix="/v1", responses=problem_responses(401, 403, 413, 422, 503))
+router = APIRouter(prefix="/v1", responses=problem_responses(400, 401, 403, 413, 422, 503))
 
 Reader = Annotated[Principal, Depends(require("read"))]
 Writer = Annotated[Principal, Depends(require("write"))]

@@ -26,6 +26,14 @@ MAX_LABEL_CHARS = 1000  # author, thread, tag, source
 
 _STRICT = ConfigDict(extra="forbid", strict=True)
 
+# The ISO 8601 forms mempp reads (mempp.dates), for the schema only: mempp's parser judges,
+# so that a date matching the form but absent from the calendar (2024-02-30) is refused with
+# its own message naming the field.
+DATE_FORM = {
+    "pattern": r"^\d{4}-\d{2}-\d{2}([T ]\d{2}:\d{2}(:\d{2}(\.\d{1,6})?)?(Z|[+-]\d{2}:?\d{2})?)?$",
+    "examples": ["2024-03-01", "2024-03-01T09:30:00Z"],
+}
+
 AS_OF_HELP = (
     "Only records dated up to this moment are eligible (ISO 8601: YYYY-MM-DD, which includes "
     "that whole day, or a datetime). Pass it whenever the question is about a past moment "
@@ -69,6 +77,7 @@ class DocumentIn(BaseModel):
     author: Label | None = Field(None, description="Who wrote it (a person, a bot, a team).")
     date: str | None = Field(
         None,
+        json_schema_extra=DATE_FORM,
         description="When it happened or was written, ISO 8601 (YYYY-MM-DD or a datetime). "
         "The as-of filter of every search reads this date; undated records drop out of "
         "as-of searches.",
@@ -121,7 +130,7 @@ class SearchIn(BaseModel):
     model_config = _STRICT
 
     query: Query
-    as_of: str | None = Field(None, description=AS_OF_HELP)
+    as_of: str | None = Field(None, description=AS_OF_HELP, json_schema_extra=DATE_FORM)
     k: int | None = Field(None, ge=1, le=MAX_K, description=K_HELP)
     preset: str | None = Field(None, description=PRESET_HELP)
 
@@ -165,7 +174,7 @@ class AskIn(BaseModel):
     model_config = _STRICT
 
     question: Query
-    as_of: str | None = Field(None, description=AS_OF_HELP)
+    as_of: str | None = Field(None, description=AS_OF_HELP, json_schema_extra=DATE_FORM)
     k: int = Field(50, ge=1, le=MAX_K, description="Records of evidence to retrieve.")
     budget: int = Field(40_000, ge=1, le=MAX_BUDGET, description="Most characters of evidence.")
     pack: bool = Field(False, description="Long records below the best-ranked as excerpts.")
