@@ -11,13 +11,15 @@
 
 The engine is a package by concern: ``schema`` (connection, migrations), ``records``
 (writes and plain reads), ``legs`` (retrieval), ``changelog`` (consolidation runs and
-undo) and ``graph`` (triples), combined here as ``SQLiteStore``.
+undo), ``graph`` (triples) and ``keys`` (the server's API keys), combined here as
+``SQLiteStore``.
 """
 
 from __future__ import annotations
 
 from mempp.store.sqlite.changelog import _ChangeLogMixin
 from mempp.store.sqlite.graph import _GraphMixin
+from mempp.store.sqlite.keys import _KeysMixin
 from mempp.store.sqlite.legs import _LegsMixin, fts_match_expression, thread_key
 from mempp.store.sqlite.schema import BM25_RAM_MIN_ROWS, BUSY_TIMEOUT_S, FTS_TOKENIZE, MIGRATIONS
 
@@ -32,5 +34,5 @@ __all__ = [
 ]
 
 
-class SQLiteStore(_LegsMixin, _ChangeLogMixin, _GraphMixin):
+class SQLiteStore(_LegsMixin, _ChangeLogMixin, _GraphMixin, _KeysMixin):
     """The default engine: a single local file, no server."""

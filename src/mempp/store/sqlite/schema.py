@@ -186,6 +186,25 @@ MIGRATIONS: tuple[Migration, ...] = (
             END""",
         ),
     ),
+    Migration(
+        4,
+        "api keys: the server's keys, one scope and role each, the secret only as a hash",
+        (
+            """CREATE TABLE api_keys (
+                key_id TEXT PRIMARY KEY,
+                scope TEXT NOT NULL,
+                role TEXT NOT NULL CHECK (role IN ('read', 'write', 'admin')),
+                label TEXT,
+                secret_hash BLOB NOT NULL,
+                created_at TEXT NOT NULL,
+                revoked_at TEXT)""",
+            "CREATE INDEX api_keys_scope ON api_keys (scope)",
+            # Keys are revoked, never removed: the list says who could do what, and when.
+            """CREATE TRIGGER api_keys_kept BEFORE DELETE ON api_keys BEGIN
+                SELECT RAISE(ABORT, 'mempp: API keys are revoked, never deleted');
+            END""",
+        ),
+    ),
 )
 
 
