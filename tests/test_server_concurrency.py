@@ -92,8 +92,7 @@ class SlowEmbedder(KeywordEmbedder):
 def test_shutdown_finishes_in_flight_writes(tmp_path: Path) -> None:
     db = str(tmp_path / "m.db")
     embedder = SlowEmbedder(delay=1.5)
-    state = ServerState(db, embedder=embedder)
-    state._ready.set()  # no warming: the embedder's first call must be the write's
+    state = ServerState(db, embedder=embedder)  # warming never calls embed: the write does
     running = start_server(create_app(state), graceful_s=20)
     outcome: dict[str, httpx.Response] = {}
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -54,8 +55,12 @@ def add(client: httpx.Client, text: str, **fields: object) -> int:
 
 def test_health_and_readiness(served: Served) -> None:
     assert served.client.get("/healthz").json() == {"status": "ok"}
-    served.state._ready.wait(30)
-    assert served.client.get("/readyz").json() == {"status": "ready"}
+    deadline = time.monotonic() + 60
+    while (ready := served.client.get("/readyz")).status_code == 503:
+        assert ready.headers["content-type"] == "application/problem+json"
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    assert ready.json() == {"status": "ready"}
 
 
 def test_add_get_search_evidence_round_trip(served: Served) -> None:
