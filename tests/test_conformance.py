@@ -929,6 +929,7 @@ def _raw_statements(location: str, rid: int) -> tuple[list[str], list[str]]:
         f"UPDATE records SET tags = tags WHERE id = {rid}",
         f"UPDATE records SET embedding = embedding WHERE id = {rid}",
         f"UPDATE records SET thread = 'other' WHERE id = {rid}",
+        f"UPDATE records SET metadata = NULL WHERE id = {rid}",
         "DELETE FROM record_tags",
         "UPDATE record_tags SET label = 'x'",
     ]
@@ -966,6 +967,30 @@ def test_database_refuses_deletes_and_content_updates(engine_location: str) -> N
     with open_memory(engine_location) as memory:
         assert memory.get(rid) == before
         assert len(memory) == 1
+
+
+# -- metadata and sources (importers) ---------------------------------------------------------
+
+
+def test_metadata_is_stored_whole_and_read_back(engine_location: str) -> None:
+    meta = {"user": "U1", "files": ["q2.pdf"], "nested": {"n": 1, "ok": True, "x": None}}
+    with open_memory(engine_location) as memory:
+        first = memory.add("alpha with metadata", author="Ana", metadata=meta).id
+        second = memory.add("alpha without", author="Ana").id
+        assert memory.get(first).metadata == meta and memory.get(second).metadata is None
+        assert [r.metadata for r in memory.records()] == [meta, None]
+
+
+def test_stored_sources_sees_every_state_of_its_scope_only(engine_location: str) -> None:
+    long_source = "mid:" + "x" * 5000  # longer than a PostgreSQL btree entry can hold
+    with open_memory(engine_location) as memory:
+        kept = memory.add("alpha", source="slack://C1/1.000001").id
+        memory.add("beta", source=long_source)
+        memory.store.set_state(memory.scope, [kept], "archived", None)
+        asked = ["slack://C1/1.000001", long_source, "slack://C1/2.000000"]
+        assert memory.store.stored_sources(memory.scope, asked) == set(asked[:2])
+        assert memory.store.stored_sources(memory.scope, []) == set()
+        assert memory.store.stored_sources("other", asked) == set()
 
 
 # -- several writer processes at once ---------------------------------------------------------

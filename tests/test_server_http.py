@@ -74,7 +74,8 @@ def test_add_get_search_evidence_round_trip(served: Served) -> None:
         thread="t1",
         source="slack://1",
     )
-    second = add(c, "The launch moves to Monday.", author="Bo", date="2024-04-02", thread="t1")
+    second = add(c, "The launch moves to Monday.", author="Bo", date="2024-04-02", thread="t1",
+                 metadata={"channel": "C42", "ts": "1712000000.1"})
     assert c.post("/v1/records", json={"text": "   "}).json() == {"id": None, "skipped": "empty"}
     again = c.post("/v1/records", json={"text": "The launch moves to Monday.", "author": "Bo"})
     assert again.json() == {"id": None, "skipped": "duplicate"}
@@ -89,6 +90,7 @@ def test_add_get_search_evidence_round_trip(served: Served) -> None:
     )
     both = c.get("/v1/records", params={"id": [second, first, second]}).json()
     assert [r["id"] for r in both] == [second, first]
+    assert both[0]["metadata"] == {"channel": "C42", "ts": "1712000000.1"}
 
     hits = c.post("/v1/search", json={"query": "launch plan", "k": 5}).json()["hits"]
     assert {h["id"] for h in hits} == {first, second}

@@ -1,10 +1,10 @@
 """Records as JSON Lines that ``mempp ingest`` reads back: the export format.
 
 One line per record, whole: the fields a document is written with (``text``, ``author``,
-``date``, ``tags``, ``source``, ``thread``; ``date`` keeps its time of day) and what the store
-added (``id``, ``scope``, ``ingested_at``, ``state``, ``superseded_by``). Ingesting the file
-into another store writes each line as a new active record, with a new id and a fresh
-embedding; the store's own fields stay in the file for whoever reads it.
+``date``, ``tags``, ``source``, ``thread``, ``metadata``; ``date`` keeps its time of day)
+and what the store added (``id``, ``scope``, ``ingested_at``, ``state``, ``superseded_by``).
+Ingesting the file into another store writes each line as a new active record, with a new id
+and a fresh embedding; the store's own fields stay in the file for whoever reads it.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ def record_line(record: Record) -> dict[str, object]:
         "tags": list(record.tags),
         "source": record.source,
         "thread": record.thread,
+        "metadata": record.metadata,
         "scope": record.scope,
         "ingested_at": record.ingested_at,
         "state": record.state,

@@ -1,28 +1,30 @@
 """The record model: what a caller hands in, what the store keeps, what a search returns.
 
-A record's text, author, date, tags, source, thread and embedding never change after it is
-written.
+A record's text, author, date, tags, source, thread, metadata and embedding never change after
+it is written.
 Only its state does: ``active`` or ``archived``, and ``superseded_by``.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
+import math
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import date, datetime
-from typing import Literal
+from typing import Any, Literal
 
+from mempp import validate
 from mempp.dates import EventDate, parse_event_date
-from mempp.errors import InvalidInput
+from mempp.errors import InvalidDate, InvalidInput
 
 State = Literal["active", "archived"]
 SkipReason = Literal["duplicate", "empty"]
 
 _TAG_RUNS = re.compile(r"[\s_\-]+")
-# Half of a UTF-16 pair on its own (from a bad decode): no database can store it as text.
-_SURROGATE = re.compile("[\ud800-\udfff]")
+MAX_METADATA_BYTES = 64 * 1024
 
 
 def text_hash(text: str) -> bytes:
@@ -32,6 +34,15 @@ def text_hash(text: str) -> bytes:
 def normalize_tag(label: str) -> str:
     """Tags compare case-insensitively with runs of space, ``_`` and ``-`` collapsed to ``-``."""
     return _TAG_RUNS.sub("-", label.strip().lower()).strip("-")
+
+
+def event_date(value: object, field: str) -> EventDate | None:
+    """An event date (ISO 8601 text, ``date``, ``datetime`` or ``None``), the error naming
+    ``field``."""
+    try:
+        return parse_event_date(value)  # type: ignore[arg-type]
+    except InvalidDate as exc:
+        raise exc.within(field) from None
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +57,9 @@ class Document:
     # The conversation, channel thread, e-mail thread or ticket the document belongs to: rows
     # of one thread, in date order, lend each other context at read time (``thread_weight``).
     thread: str | None = None
+    # What the source says beyond those fields (a Slack user id, a mail's addresses, unknown
+    # front-matter keys), as JSON object text with sorted keys; kept and exported, not ranked.
+    metadata: str | None = None
 
     @classmethod
     def create(
@@ -54,42 +68,45 @@ class Document:
         *,
         author: str | None = None,
         date: str | date | datetime | None = None,
-        tags: Iterable[str] = (),
+        tags: Iterable[str] | str = (),
         source: str | None = None,
         thread: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
     ) -> Document:
-        if not isinstance(text, str):
-            raise InvalidInput(f"text must be a string, got {type(text).__name__}")
-        if "\x00" in text:
-            raise InvalidInput("text contains a NUL character")
-        if _SURROGATE.search(text):
-            raise InvalidInput("text contains a lone surrogate (not valid Unicode)")
-        if author is not None and not isinstance(author, str):
-            raise InvalidInput(f"author must be a string, got {type(author).__name__}")
-        if source is not None and not isinstance(source, str):
-            raise InvalidInput(f"source must be a string, got {type(source).__name__}")
-        if thread is not None and not isinstance(thread, str):
-            raise InvalidInput(f"thread must be a string, got {type(thread).__name__}")
-        for name, value in (("author", author), ("source", source), ("thread", thread)):
-            if value is not None and "\x00" in value:
-                raise InvalidInput(f"{name} contains a NUL character")
-            if value is not None and _SURROGATE.search(value):
-                raise InvalidInput(f"{name} contains a lone surrogate (not valid Unicode)")
-        if isinstance(tags, str):
-            raise InvalidInput("tags must be a list of strings, not one string")
-        clean_tags: list[str] = []
-        for tag in tags:
-            if not isinstance(tag, str):
-                raise InvalidInput(f"every tag must be a string, got {type(tag).__name__}")
-            if "\x00" in tag:
-                raise InvalidInput("a tag contains a NUL character")
-            if _SURROGATE.search(tag):
-                raise InvalidInput("a tag contains a lone surrogate (not valid Unicode)")
-            if tag.strip() and tag.strip() not in clean_tags:
-                clean_tags.append(tag.strip())
-        author = author.strip() or None if author is not None else None
-        thread = thread.strip() or None if thread is not None else None
-        return cls(text, author, parse_event_date(date), tuple(clean_tags), source or None, thread)
+        """Validate one document's fields (see :mod:`mempp.validate`); a single string
+        ``tags`` is one tag; ``metadata`` is a JSON-able mapping with string keys."""
+        return cls(
+            validate.clean_text(text, "text"),
+            validate.label(author, "author"),
+            event_date(date, "date"),
+            validate.tags(tags),
+            validate.source(source),
+            validate.label(thread, "thread"),
+            metadata_json(metadata),
+        )
+
+    @property
+    def meta(self) -> dict[str, Any] | None:
+        """The metadata as a dict (``None`` when there is none)."""
+        return None if self.metadata is None else json.loads(self.metadata)
+
+    @classmethod
+    def from_fields(cls, item: Mapping[str, Any], *, numbers_as_text: bool = False) -> Document:
+        """A document from a mapping with ``text`` and optional ``author``, ``date``, ``tags``,
+        ``source``, ``thread``, ``metadata`` (other keys are ignored, so a line of ``mempp
+        export`` reads back). ``numbers_as_text`` is for file formats: ``thread: 42`` is the
+        thread "42"."""
+        if "text" not in item:
+            raise InvalidInput("a document needs a 'text' field", field="text")
+        return cls(
+            validate.clean_text(item["text"], "text"),
+            validate.label(item.get("author"), "author", numbers_as_text=numbers_as_text),
+            event_date(item.get("date"), "date"),
+            validate.tags(item.get("tags")),
+            validate.source(item.get("source"), numbers_as_text=numbers_as_text),
+            validate.label(item.get("thread"), "thread", numbers_as_text=numbers_as_text),
+            metadata_json(item.get("metadata")),
+        )
 
     @property
     def is_empty(self) -> bool:
@@ -102,6 +119,44 @@ class Document:
             labels.add(normalize_tag(self.author))
         labels.discard("")
         return labels
+
+
+def metadata_json(value: object, field: str = "metadata") -> str | None:
+    """Metadata as canonical JSON object text: ``None`` or an empty mapping is none; keys must
+    be strings, values JSON (no NaN), the whole at most ``MAX_METADATA_BYTES``."""
+    if value is None:
+        return None
+    if not isinstance(value, Mapping):
+        raise InvalidInput(f"must be a mapping, got {type(value).__name__}", field=field)
+    if not value:
+        return None
+    _check_json(value, field, 0)
+    text = json.dumps(value, ensure_ascii=False, sort_keys=True, allow_nan=False)
+    if len(text.encode("utf-8")) > MAX_METADATA_BYTES:
+        raise InvalidInput(f"is longer than {MAX_METADATA_BYTES} bytes as JSON", field=field)
+    return text
+
+
+def _check_json(value: object, field: str, depth: int) -> None:
+    if depth > 32:
+        raise InvalidInput("is nested more than 32 levels deep", field=field)
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise InvalidInput(f"keys must be strings, got {key!r}", field=field)
+            validate.clean_text(key, field)
+            _check_json(item, f"{field}.{key}", depth + 1)
+    elif isinstance(value, list | tuple):
+        for index, item in enumerate(value):
+            _check_json(item, f"{field}[{index}]", depth + 1)
+    elif isinstance(value, str):
+        validate.clean_text(value, field)
+    elif isinstance(value, float) and not math.isfinite(value):
+        raise InvalidInput("must be a finite number", field=field)
+    elif validate.is_int(value) and value.bit_length() > 64:  # type: ignore[union-attr]
+        raise InvalidInput("is an integer of more than 64 bits", field=field)
+    elif value is not None and not isinstance(value, bool | int | float):
+        raise InvalidInput(f"must be JSON, got {type(value).__name__}", field=field)
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,6 +174,7 @@ class Record:
     state: State
     superseded_by: int | None
     thread: str | None = None
+    metadata: dict[str, Any] | None = None
 
     @property
     def day(self) -> str | None:
@@ -139,6 +195,7 @@ class Record:
             "state": self.state,
             "superseded_by": self.superseded_by,
             "thread": self.thread,
+            "metadata": self.metadata,
         }
 
 

@@ -12,17 +12,18 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from mempp import validate
 from mempp.dates import parse_as_of, parse_event_date
 from mempp.errors import MemppError
 from mempp.packing import CAP, PASSAGE, THRESHOLD, WHOLE_FIRST, PackingOptions
 from mempp.settings import PRESETS
 
-MAX_K = 1000
+MAX_K = 1000  # tighter than the library's: every hit travels whole in the response
 MAX_BUDGET = 2_000_000
-MAX_QUERY_CHARS = 10_000
+MAX_QUERY_CHARS = validate.MAX_QUERY_CHARS
 MAX_BATCH = 1000
 MAX_TAGS = 100
-MAX_LABEL_CHARS = 1000  # author, thread, tag, source
+MAX_LABEL_CHARS = validate.MAX_LABEL_BYTES  # author, thread, tag; the library counts bytes
 
 _STRICT = ConfigDict(extra="forbid", strict=True)
 
@@ -89,6 +90,11 @@ class DocumentIn(BaseModel):
     thread: Label | None = Field(
         None,
         description="The conversation, channel thread, e-mail thread or ticket it belongs to.",
+    )
+    metadata: dict[str, Any] | None = Field(
+        None,
+        description="What the source says beyond these fields (ids, addresses), kept as JSON "
+        "with the record and returned with it.",
     )
 
     @field_validator("date")
@@ -195,6 +201,7 @@ class RecordOut(BaseModel):
     state: Literal["active", "archived"]
     superseded_by: int | None
     thread: str | None
+    metadata: dict[str, Any] | None = Field(description="What the source said beyond these.")
 
 
 class HitOut(RecordOut):

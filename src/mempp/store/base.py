@@ -22,6 +22,7 @@ from mempp.records import AddResult, Document, Record, State
 T = TypeVar("T")
 
 
+@runtime_checkable
 class Store(Protocol):
     #: Where the data lives, for messages (a path or a URL without password).
     location: str
@@ -54,6 +55,12 @@ class Store(Protocol):
         ...
 
     # -- write path -------------------------------------------------------------------
+    def stored_sources(self, scope: str, sources: Collection[str]) -> set[str]:
+        """Which of ``sources`` a row of the scope (any state) already has: how an import of
+        a source whose items have stable URIs (a Slack message, a Message-ID) skips what an
+        earlier import stored."""
+        ...
+
     def find_duplicates(self, scope: str, docs: Sequence[Document]) -> list[bool]:
         """For each document: does an active row of the same scope and author have its text?"""
         ...

@@ -21,7 +21,8 @@ from mempp.store.postgres.schema import (
 )
 
 _RECORD_COLUMNS = (
-    "id, text, author, event_date, tags, source, scope, ingested_at, state, superseded_by, thread"
+    "id, text, author, event_date, tags, source, scope, ingested_at, state, superseded_by, "
+    "thread, metadata"
 )
 
 # One statement per document, pipelined by ``executemany``: the row and its tag labels go in
@@ -30,10 +31,10 @@ _RECORD_COLUMNS = (
 _INSERT = """
 WITH new AS (
     INSERT INTO records (scope, text, text_hash, author, event_date, event_key, tags, source,
-                         ingested_at, ingested_key, embedding, thread)
+                         ingested_at, ingested_key, embedding, thread, metadata)
     SELECT %(scope)s, %(text)s, %(hash)s, %(author)s, %(event_date)s, %(event_key)s,
            %(tags)s::text[], %(source)s, %(ingested_at)s, %(ingested_key)s, %(embedding)s,
-           %(thread)s
+           %(thread)s, %(metadata)s::jsonb
     WHERE NOT EXISTS (
         SELECT 1 FROM records
         WHERE scope = %(scope)s AND coalesce(author, '') = %(author_key)s
@@ -71,6 +72,7 @@ def _row_params(
         "ingested_key": ingested_key,
         "embedding": np.asarray(vector, dtype=np.float32),
         "thread": doc.thread,
+        "metadata": doc.metadata,
         "labels": sorted(labels),
     }
 
@@ -89,6 +91,7 @@ def _row_to_record(row: Sequence[Any]) -> Record:
         state=row[8],
         superseded_by=row[9],
         thread=row[10],
+        metadata=row[11],  # jsonb arrives as a dict
     )
 
 
@@ -153,6 +156,16 @@ class _RecordsMixin(_PostgresBase):
         return None if bound is None else bound[1]
 
     # -- write path -------------------------------------------------------------------
+    def stored_sources(self, scope: str, sources: Collection[str]) -> set[str]:
+        if not sources:
+            return set()
+        with self._connection() as conn:
+            rows = conn.execute(
+                "SELECT DISTINCT source FROM records WHERE source = ANY(%s) AND scope = %s",
+                (sorted(set(sources)), scope),
+            ).fetchall()
+        return {row[0] for row in rows}
+
     def find_duplicates(self, scope: str, docs: Sequence[Document]) -> list[bool]:
         if not docs:
             return []

@@ -269,6 +269,18 @@ MIGRATIONS: tuple[Migration, ...] = (
     ),
     Migration(
         4,
+        "metadata and sources: what a source says beyond the fields; re-imports find a source",
+        (
+            "ALTER TABLE records ADD COLUMN metadata JSONB",
+            # Hash, not btree: a source may be longer than a btree entry can hold.
+            "CREATE INDEX records_source ON records USING hash (source)",
+            "DROP TRIGGER records_content_frozen ON records",
+            f"""CREATE TRIGGER records_content_frozen BEFORE UPDATE OF {_FROZEN_COLUMNS}, thread,
+                metadata ON records FOR EACH ROW EXECUTE FUNCTION mempp_refuse_content_change()""",
+        ),
+    ),
+    Migration(
+        5,
         "api keys: the server's keys, one scope and role each, the secret only as a hash",
         (
             # Times as ISO 8601 text, as SQLite keeps them: a key reads the same on both.

@@ -16,7 +16,8 @@ from mempp.records import AddResult, Document, Record, State, text_hash
 from mempp.store.sqlite.schema import _SQLiteBase
 
 _RECORD_COLUMNS = (
-    "id, text, author, event_date, tags, source, scope, ingested_at, state, superseded_by, thread"
+    "id, text, author, event_date, tags, source, scope, ingested_at, state, superseded_by, "
+    "thread, metadata"
 )
 
 
@@ -33,6 +34,7 @@ def _row_to_record(row: sqlite3.Row | tuple) -> Record:
         state=row[8],
         superseded_by=row[9],
         thread=row[10],
+        metadata=None if row[11] is None else json.loads(row[11]),
     )
 
 
@@ -85,6 +87,17 @@ class _RecordsMixin(_SQLiteBase):
         ).fetchone()
         return row is not None
 
+    def stored_sources(self, scope: str, sources: Collection[str]) -> set[str]:
+        if not sources:
+            return set()
+        with self._lock:
+            rows = self._conn.execute(
+                """SELECT DISTINCT source FROM records INDEXED BY records_source
+                   WHERE scope = ? AND source IN (SELECT value FROM json_each(?))""",
+                (scope, json.dumps(sorted(set(sources)), ensure_ascii=False)),
+            ).fetchall()
+        return {row[0] for row in rows}
+
     def insert(self, scope: str, docs: Sequence[Document], vectors: np.ndarray) -> list[AddResult]:
         if len(docs) != len(vectors):
             raise ValueError("one vector per document is required")
@@ -118,8 +131,9 @@ class _RecordsMixin(_SQLiteBase):
         """Write one record and its tag-index labels (the caller holds the transaction)."""
         cursor = conn.execute(
             """INSERT INTO records (scope, text, text_hash, author, event_date,
-                   event_key, tags, source, ingested_at, ingested_key, embedding, thread)
-               VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
+                   event_key, tags, source, ingested_at, ingested_key, embedding, thread,
+                   metadata)
+               VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
             (
                 scope,
                 doc.text,
@@ -133,6 +147,7 @@ class _RecordsMixin(_SQLiteBase):
                 ingested_key,
                 np.asarray(vector, dtype="<f4").tobytes(),
                 doc.thread,
+                doc.metadata,
             ),
         )
         row_id = cursor.lastrowid

@@ -188,6 +188,21 @@ MIGRATIONS: tuple[Migration, ...] = (
     ),
     Migration(
         4,
+        "metadata and sources: what a source says beyond the fields; re-imports find a source",
+        (
+            "ALTER TABLE records ADD COLUMN metadata TEXT",
+            "CREATE INDEX records_source ON records (scope, source) WHERE source IS NOT NULL",
+            "DROP TRIGGER records_content_frozen",
+            """CREATE TRIGGER records_content_frozen BEFORE UPDATE OF
+                id, scope, text, text_hash, author, event_date, event_key, tags, source,
+                ingested_at, ingested_key, embedding, thread, metadata ON records BEGIN
+                SELECT RAISE(ABORT,
+                    'mempp: a record''s content never changes; only its state may');
+            END""",
+        ),
+    ),
+    Migration(
+        5,
         "api keys: the server's keys, one scope and role each, the secret only as a hash",
         (
             """CREATE TABLE api_keys (
