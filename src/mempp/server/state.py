@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import ipaddress
 import logging
+import os
 import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING
@@ -68,7 +69,7 @@ class ServerState:
 
     def __init__(
         self,
-        location: str | Store,
+        location: str | os.PathLike[str] | Store,
         *,
         host: str = "127.0.0.1",
         embedder: Embedder | None = None,
@@ -76,7 +77,7 @@ class ServerState:
         llm: LLMClient | None = None,
         default_scope: str = DEFAULT_SCOPE,
     ) -> None:
-        self.store: Store = open_store(location) if isinstance(location, str) else location
+        self.store: Store = location if isinstance(location, Store) else open_store(location)
         try:
             self._keys_seen = keys.has_keys(self.store)
             if not self._keys_seen and not is_loopback(host):
