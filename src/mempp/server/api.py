@@ -247,7 +247,7 @@ def export(
     responses=problem_responses(415),
 )
 async def ingest(request: Request, principal: Writer) -> IngestOut:
-    memory = _memory(request, principal)
+    memory = await run_in_threadpool(_memory, request, principal)  # may load the encoder
     kind = request.headers.get("content-type", JSONL).split(";")[0].strip().lower()
     if kind not in upload.MEDIA_TYPES:
         raise Problem(

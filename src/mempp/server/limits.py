@@ -38,7 +38,11 @@ class BodyLimit:
             return
         limit = self.max_upload if scope["path"] in UPLOAD_PATHS else self.max_body
         declared = next((v for k, v in scope["headers"] if k == b"content-length"), None)
-        if declared is not None and (not declared.isdigit() or int(declared) > limit):
+        if declared is not None and not declared.isdigit():
+            bad = Problem(400, "Content-Length is not a number", field="Content-Length")
+            await problem_response(bad)(scope, receive, send)
+            return
+        if declared is not None and int(declared) > limit:
             await problem_response(BodyTooLarge(limit))(scope, receive, send)
             return
         if scope["path"].startswith(SDK_COUNTED):

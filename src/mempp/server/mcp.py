@@ -182,7 +182,8 @@ def request_principal(ctx: Context) -> Principal:
 
 class AuthenticatedMCP:
     """ASGI wrapper of the SDK's streamable HTTP app: checks the API key of every request
-    (401/403 problem documents as on /v1) and records its principal for the tools."""
+    (a 401 problem document as on /v1) and records its principal for the tools; a role too
+    low for a tool is that tool's error."""
 
     def __init__(self, app: ASGIApp, state: ServerState) -> None:
         self.app = app
