@@ -1066,3 +1066,55 @@ def test_concurrent_writer_processes_lose_and_duplicate_nothing(engine_location:
         keys = [(r.author or "", r.text) for r in stored.values()]
         assert len(keys) == len(set(keys)) == 61
         assert {(d["author"], d["text"]) for d in docs} <= set(keys)
+
+
+# -- API keys (the server's KeyStore) ---------------------------------------------------------
+
+
+def test_api_keys_are_hashed_scoped_revoked_and_kept(engine_location: str) -> None:
+    from mempp.server import keys
+
+    store = open_store(engine_location)
+    try:
+        assert not keys.has_keys(store)
+        reader, token_a = keys.create_key(store, scope="team-a", role="read", label="bot")
+        writer, token_b = keys.create_key(store, scope="team-b", role="write")
+        assert keys.authenticate(store, token_a) == keys.Principal(reader.key_id, "team-a", "read")
+        assert keys.authenticate(store, token_b).scope == "team-b"  # type: ignore[union-attr]
+        tampered = token_a[:-1] + ("A" if token_a[-1] != "A" else "B")
+        for wrong in (tampered, "mempp_000000000000_" + "x" * 43, "", "Bearer " + token_a):
+            assert keys.authenticate(store, wrong) is None
+        assert [k.key_id for k in keys.list_keys(store, "team-a")] == [reader.key_id]
+        assert {k.scope for k in keys.list_keys(store)} == {"team-a", "team-b"}
+        revoked = keys.revoke_key(store, reader.key_id)
+        assert revoked.revoked_at is not None
+        assert keys.revoke_key(store, reader.key_id).revoked_at == revoked.revoked_at
+        with pytest.raises(InvalidInput, match="no key"):
+            keys.revoke_key(store, "000000000000")
+        for scope, role in (("", "read"), ("a", "owner")):
+            with pytest.raises(InvalidInput):
+                keys.create_key(store, scope=scope, role=role)
+    finally:
+        store.close()
+    store = open_store(engine_location)  # persisted; revocation holds; the secret is not stored
+    try:
+        assert keys.authenticate(store, token_a) is None
+        assert keys.authenticate(store, token_b) is not None
+        assert keys.has_keys(store)  # revoked keys count: the server stays closed
+        found = store.api_key(writer.key_id)  # type: ignore[attr-defined]
+        assert found is not None and token_b.split("_")[2].encode() not in found[1]
+    finally:
+        store.close()
+    delete = "DELETE FROM api_keys"
+    if engine_of(engine_location) == "sqlite":
+        conn = sqlite3.connect(engine_location, isolation_level=None)
+        with pytest.raises(sqlite3.IntegrityError, match="mempp"):
+            conn.execute(delete)
+        conn.close()
+    else:
+        import psycopg
+
+        with psycopg.connect(engine_location, autocommit=True) as conn:
+            for statement in (delete, "TRUNCATE api_keys"):
+                with pytest.raises(psycopg.errors.IntegrityError, match="mempp"):
+                    conn.execute(statement)

@@ -1,5 +1,5 @@
-"""The ``mempp`` command: add, ingest, import, get, info, export, search, evidence, ask and
-verify over a store.
+"""The ``mempp`` command: add, ingest, import, get, info, export, search, evidence, ask,
+graph and verify over a store; serve, mcp and keys (``mempp.server``) put it behind agents.
 
 Exit codes: 0 success, 1 operational error (store cannot be opened, ...), 2 bad input
 (bad date, bad option; nothing is stored), 3 ingest finished but some items failed.
@@ -154,6 +154,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_verify_parser(commands)
 
+    from mempp.server.cli import add_parser as add_server_parsers
+
+    add_server_parsers(commands)
+
     consolidate = commands.add_parser(
         "consolidate",
         help="relate near-duplicate rows with an LLM: supersede, merge (logged, undoable)",
@@ -233,6 +237,10 @@ def _dispatch(args: argparse.Namespace) -> int:
         from mempp.graph_cli import run as run_graph
 
         return run_graph(args, _open)
+    if args.command in ("serve", "mcp", "keys"):  # mempp.server's commands
+        from mempp.server.cli import run as run_server
+
+        return run_server(args)
 
     # Validate the command line before opening (and maybe creating) the store.
     _check_options(args)

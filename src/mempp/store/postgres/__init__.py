@@ -48,13 +48,15 @@ without the ``postgres`` extra and says how to install it when a URL asks for th
 
 The engine is a package by concern: ``schema`` (pool, migrations), ``records`` (writes and
 plain reads), ``legs`` (retrieval), ``bm25`` (the in-RAM BM25 replica), ``changelog``
-(consolidation runs and undo) and ``graph`` (triples), combined here as ``PostgresStore``.
+(consolidation runs and undo), ``graph`` (triples) and ``keys`` (the server's API keys),
+combined here as ``PostgresStore``.
 """
 
 from __future__ import annotations
 
 from mempp.store.postgres.changelog import _ChangeLogMixin
 from mempp.store.postgres.graph import _GraphMixin
+from mempp.store.postgres.keys import _KeysMixin
 from mempp.store.postgres.legs import EF_SEARCH_CEILING, _LegsMixin
 from mempp.store.postgres.schema import (
     BM25_MAX_ROWS,
@@ -88,7 +90,7 @@ __all__ = [
 ]
 
 
-class PostgresStore(_LegsMixin, _ChangeLogMixin, _GraphMixin, _VerifyMixin):
+class PostgresStore(_LegsMixin, _ChangeLogMixin, _GraphMixin, _VerifyMixin, _KeysMixin):
     """A store in a PostgreSQL database with the pgvector extension.
 
     ``url`` is a libpq URL (``postgresql://user:password@host:port/db?...``). The schema is

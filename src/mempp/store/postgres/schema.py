@@ -279,6 +279,32 @@ MIGRATIONS: tuple[Migration, ...] = (
                 metadata ON records FOR EACH ROW EXECUTE FUNCTION mempp_refuse_content_change()""",
         ),
     ),
+    Migration(
+        5,
+        "api keys: the server's keys, one scope and role each, the secret only as a hash",
+        (
+            # Times as ISO 8601 text, as SQLite keeps them: a key reads the same on both.
+            """CREATE TABLE api_keys (
+                key_id TEXT PRIMARY KEY,
+                scope TEXT NOT NULL,
+                role TEXT NOT NULL CHECK (role IN ('read', 'write', 'admin')),
+                label TEXT,
+                secret_hash BYTEA NOT NULL,
+                created_at TEXT NOT NULL,
+                revoked_at TEXT)""",
+            "CREATE INDEX api_keys_scope ON api_keys (scope)",
+            # Keys are revoked, never removed: the list says who could do what, and when.
+            """CREATE FUNCTION mempp_keep_keys() RETURNS trigger LANGUAGE plpgsql AS $$
+            BEGIN
+                RAISE EXCEPTION 'mempp: API keys are revoked, never deleted; % is refused',
+                    TG_OP USING ERRCODE = 'integrity_constraint_violation';
+            END $$""",
+            """CREATE TRIGGER api_keys_no_delete BEFORE DELETE ON api_keys
+                FOR EACH ROW EXECUTE FUNCTION mempp_keep_keys()""",
+            """CREATE TRIGGER api_keys_no_truncate BEFORE TRUNCATE ON api_keys
+                FOR EACH STATEMENT EXECUTE FUNCTION mempp_keep_keys()""",
+        ),
+    ),
 )
 
 

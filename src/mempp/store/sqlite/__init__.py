@@ -11,7 +11,8 @@
 
 The engine is a package by concern: ``schema`` (connection, migrations), ``records``
 (writes and plain reads), ``legs`` (retrieval), ``changelog`` (consolidation runs and
-undo) and ``graph`` (triples), combined here as ``SQLiteStore``.
+undo), ``graph`` (triples) and ``keys`` (the server's API keys), combined here as
+``SQLiteStore``.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from typing import Any
 from mempp.errors import StoreError
 from mempp.store.sqlite.changelog import _ChangeLogMixin
 from mempp.store.sqlite.graph import _GraphMixin
+from mempp.store.sqlite.keys import _KeysMixin
 from mempp.store.sqlite.legs import _LegsMixin, fts_match_expression, thread_key
 from mempp.store.sqlite.schema import (
     BM25_RAM_MIN_ROWS,
@@ -71,5 +73,5 @@ def _operational_errors(cls: type) -> type:
 
 
 @_operational_errors
-class SQLiteStore(_LegsMixin, _ChangeLogMixin, _GraphMixin, _VerifyMixin):
+class SQLiteStore(_LegsMixin, _ChangeLogMixin, _GraphMixin, _VerifyMixin, _KeysMixin):
     """The default engine: a single local file, no server."""

@@ -222,6 +222,30 @@ MIGRATIONS: tuple[Migration, ...] = (
             )
         ),
     ),
+    Migration(
+        6,
+        "api keys: the server's keys, one scope and role each, the secret only as a hash",
+        (
+            """CREATE TABLE api_keys (
+                key_id TEXT PRIMARY KEY,
+                scope TEXT NOT NULL,
+                role TEXT NOT NULL CHECK (role IN ('read', 'write', 'admin')),
+                label TEXT,
+                secret_hash BLOB NOT NULL,
+                created_at TEXT NOT NULL,
+                revoked_at TEXT)""",
+            "CREATE INDEX api_keys_scope ON api_keys (scope)",
+            # Keys are revoked, never removed: the list says who could do what, and when.
+            """CREATE TRIGGER api_keys_kept BEFORE DELETE ON api_keys BEGIN
+                SELECT RAISE(ABORT, 'mempp: API keys are revoked, never deleted');
+            END""",
+            # As for the records (migration 5): REPLACE would delete a key without the trigger.
+            """CREATE TRIGGER api_keys_no_replace BEFORE INSERT ON api_keys
+                WHEN EXISTS (SELECT 1 FROM api_keys WHERE key_id = NEW.key_id) BEGIN
+                SELECT RAISE(ABORT, 'mempp: API keys are never deleted; REPLACE is refused');
+            END""",
+        ),
+    ),
 )
 
 
