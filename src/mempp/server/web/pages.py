@@ -1,0 +1,322 @@
+"""The web pages: search, evidence (and ask), a record, upload, login.
+
+Every page is a plain GET form over the library (the same calls ``Memory`` offers), rendered
+on the server; writes (login, ask, upload) are POSTs carrying the session's CSRF token. The
+handlers are plain functions, so FastAPI runs the library's blocking calls off the event loop.
+"""
+
+from __future__ import annotations
+
+from datetime import date
+from typing import Annotated, Any
+from urllib.parse import urlencode
+
+from fastapi import APIRouter, Depends, Form, Request, UploadFile
+from fastapi.responses import RedirectResponse, Response
+from starlette.concurrency import run_in_threadpool
+
+from mempp.server.web import forms
+from mempp.server.web.access import (
+    HTMLErrorRoute,
+    Visitor,
+    WebError,
+    check_csrf,
+    codec,
+    render,
+    require,
+    server_state,
+    set_session_cookie,
+    visitor,
+)
+from mempp.server.web.record_links import (
+    entries_about,
+    newer_chain,
+    older_chain,
+    read_log,
+    thread_next,
+)
+from mempp.server.web.session import COOKIE
+from mempp.server.web.upload import MAX_BYTES, ingest_files, totals
+
+router = APIRouter(route_class=HTMLErrorRoute, include_in_schema=False)
+Who = Annotated[Visitor, Depends(visitor)]
+
+DEFAULT_K = 10
+EVIDENCE_K = 20
+DEFAULT_BUDGET = 6000
+EXCERPT = 280
+
+
+def _memory(request: Request, who: Visitor) -> Any:
+    return server_state(request).memory(who.scope)
+
+
+# -- login -------------------------------------------------------------------------------
+@router.get("/login")
+def login_form(request: Request, next: str | None = None) -> Response:
+    sessions = codec(request)
+    session = sessions.load(request.cookies.get(COOKIE)) or sessions.new(None)
+    response = render(
+        request,
+        None,
+        "login.html",
+        {"next": _local(next), "csrf": sessions.csrf(session), "error": None},
+    )
+    set_session_cookie(request, response, sessions.dump(session))
+    return response
+
+
+@router.post("/login")
+def login(
+    request: Request,
+    key: Annotated[str, Form()] = "",
+    csrf: Annotated[str, Form()] = "",
+    next: Annotated[str, Form()] = "/",
+) -> Response:
+    sessions = codec(request)
+    before = sessions.load(request.cookies.get(COOKIE))
+    if not sessions.csrf_ok(before, csrf):
+        raise WebError(403, "Form expired", "Reload the login page and try again.", "/login")
+    state = server_state(request)
+    principal = state.authenticate(key.strip()) if key.strip() else None
+    if principal is None:
+        session = sessions.new(None)
+        response = render(
+            request,
+            None,
+            "login.html",
+            {
+                "next": _local(next),
+                "csrf": sessions.csrf(session),
+                "error": "Unknown or revoked key.",
+            },
+            status=401,
+        )
+        set_session_cookie(request, response, sessions.dump(session))
+        return response
+    # A fresh nonce at login: a token seen before logging in is worthless after.
+    response = RedirectResponse(_local(next), status_code=303)
+    set_session_cookie(request, response, sessions.dump(sessions.new(key.strip())))
+    return response
+
+
+@router.post("/logout")
+def logout(request: Request, who: Who, csrf: Annotated[str, Form()] = "") -> Response:
+    check_csrf(request, who, csrf)
+    response = RedirectResponse("/login" if who.keys_required else "/", status_code=303)
+    response.delete_cookie(COOKIE, path="/")
+    return response
+
+
+def _local(target: str | None) -> str:
+    """Only a path on this site may follow a login (no open redirect)."""
+    if not target or not target.startswith("/") or target.startswith("//") or "\\" in target:
+        return "/"
+    return target
+
+
+# -- search ------------------------------------------------------------------------------
+@router.get("/")
+@router.get("/search")
+def search_page(
+    request: Request,
+    who: Who,
+    q: str | None = None,
+    as_of: str | None = None,
+    k: str | None = None,
+) -> Response:
+    query = forms.text(q)
+    bound = forms.date_field("as_of", as_of)
+    count = forms.int_field("k", k, default=DEFAULT_K, low=1, high=forms.MAX_K)
+    memory = _memory(request, who)
+    hits = memory.search(query, as_of=bound, k=count) if query else []
+    return render(
+        request,
+        who,
+        "search.html",
+        {
+            "q": query or "",
+            "as_of": bound or "",
+            "k": count,
+            "hits": hits,
+            "searched": query is not None,
+            "range": date_range(request, memory),
+            "excerpt": EXCERPT,
+        },
+    )
+
+
+def date_range(request: Request, memory: Any) -> tuple[str, str] | None:
+    """First and last event day of the scope, for the as-of slider; cached per scope until
+    its row count changes (rows are append-only, so a count names a state of the range)."""
+    cache: dict[str, tuple[int, tuple[str, str] | None]] = request.app.state.mempp_web_ranges
+    count = memory.store.count(memory.scope, active_only=False)
+    cached = cache.get(memory.scope)
+    if cached is not None and cached[0] == count:
+        return cached[1]
+    first = last = None
+    for record in memory.records():
+        if record.day:
+            first = record.day if first is None or record.day < first else first
+            last = record.day if last is None or record.day > last else last
+    found = (first, last) if first and last else None
+    cache[memory.scope] = (count, found)
+    return found
+
+
+# -- evidence and ask --------------------------------------------------------------------
+@router.get("/evidence")
+def evidence_page(
+    request: Request,
+    who: Who,
+    q: str | None = None,
+    as_of: str | None = None,
+    k: str | None = None,
+    budget: str | None = None,
+) -> Response:
+    return _evidence(request, who, q, as_of, k, budget, answer=None)
+
+
+@router.post("/ask")
+def ask(
+    request: Request,
+    who: Who,
+    q: Annotated[str, Form()] = "",
+    as_of: Annotated[str, Form()] = "",
+    k: Annotated[str, Form()] = "",
+    budget: Annotated[str, Form()] = "",
+    csrf: Annotated[str, Form()] = "",
+) -> Response:
+    check_csrf(request, who, csrf)
+    state = server_state(request)
+    if state.llm is None:
+        raise WebError(503, "No language model", "This server has no LLM endpoint configured.")
+    question = forms.text(q)
+    if question is None:
+        raise WebError(400, "Nothing to ask", "q: write a question first.")
+    bound = forms.date_field("as_of", as_of)
+    count = forms.int_field("k", k, default=EVIDENCE_K, low=1, high=forms.MAX_K)
+    chars = forms.int_field("budget", budget, default=DEFAULT_BUDGET, low=1, high=forms.MAX_BUDGET)
+    answer = _memory(request, who).ask(question, as_of=bound, k=count, llm=state.llm, budget=chars)
+    return _evidence(request, who, q, as_of, k, budget, answer=answer)
+
+
+def _evidence(
+    request: Request,
+    who: Visitor,
+    q: str | None,
+    as_of: str | None,
+    k: str | None,
+    budget: str | None,
+    answer: Any,
+) -> Response:
+    query = forms.text(q)
+    bound = forms.date_field("as_of", as_of)
+    count = forms.int_field("k", k, default=EVIDENCE_K, low=1, high=forms.MAX_K)
+    chars = forms.int_field("budget", budget, default=DEFAULT_BUDGET, low=1, high=forms.MAX_BUDGET)
+    entries: list[dict[str, Any]] = []
+    used = 0
+    if query:
+        evidence = _memory(request, who).evidence(query, as_of=bound, k=count, budget=chars)
+        used = len(evidence.text)
+        for row in evidence.rows:
+            entry = evidence.text[row.offset : row.offset + row.length]
+            head, _, body = entry.partition("\n")
+            entries.append({"id": row.id, "head": head, "body": body, "truncated": row.truncated})
+    return render(
+        request,
+        who,
+        "evidence.html",
+        {
+            "q": query or "",
+            "as_of": bound or "",
+            "k": count,
+            "budget": chars,
+            "used": used,
+            "entries": entries,
+            "searched": query is not None,
+            "answer": answer,
+        },
+    )
+
+
+# -- a record ----------------------------------------------------------------------------
+@router.get("/records/{record_id}")
+def record_page(request: Request, who: Who, record_id: str) -> Response:
+    number = forms.record_id(record_id)
+    memory = _memory(request, who)
+    record = memory.get(number)
+    log = read_log(memory)
+    return render(
+        request,
+        who,
+        "record.html",
+        {
+            "record": record,
+            "newer": newer_chain(memory, record),
+            "older": older_chain(memory, record, log),
+            "thread_next": thread_next(memory, record),
+            "log": entries_about(log, record.id),
+        },
+    )
+
+
+# -- upload ------------------------------------------------------------------------------
+@router.get("/upload")
+def upload_form(request: Request, who: Who) -> Response:
+    require(who, "write")
+    return render(request, who, "upload.html", {"report": None, "max_mb": MAX_BYTES >> 20})
+
+
+@router.post("/upload")
+async def upload(request: Request, who: Who) -> Response:
+    # The page's script sends the files itself (to show progress) and wants only the report.
+    fragment = request.headers.get("x-mempp-fragment") == "1"
+    try:
+        require(who, "write")
+        files = await _read_files(request, who)
+        memory = _memory(request, who)
+        report = totals(await run_in_threadpool(ingest_files, memory, files))
+    except WebError as error:
+        if not fragment:
+            raise
+        context = {"title": error.title, "message": error.message}
+        return render(request, who, "_upload_error.html", context, status=error.status)
+    if fragment:
+        return render(request, who, "_report.html", {"report": report})
+    return render(request, who, "upload.html", {"report": report, "max_mb": MAX_BYTES >> 20})
+
+
+async def _read_files(request: Request, who: Visitor) -> list[tuple[str, bytes]]:
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > MAX_BYTES + 65536:
+        raise WebError(413, "Upload too large", f"At most {MAX_BYTES >> 20} MiB per upload.")
+    async with request.form(max_files=1000, max_fields=10) as form:
+        check_csrf(request, who, _field(form.get("csrf")))
+        files: list[tuple[str, bytes]] = []
+        size = 0
+        for item in form.getlist("files"):
+            if not isinstance(item, UploadFile):
+                continue
+            content = await item.read()
+            size += len(content)
+            if size > MAX_BYTES:
+                raise WebError(
+                    413, "Upload too large", f"At most {MAX_BYTES >> 20} MiB per upload."
+                )
+            if item.filename:
+                files.append((item.filename, content))
+    return files
+
+
+def _field(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+# -- helpers for templates ---------------------------------------------------------------
+def search_link(**params: Any) -> str:
+    return "/search?" + urlencode({k: v for k, v in params.items() if v not in (None, "")})
+
+
+def day_index(day: str, first: str) -> int:
+    return (date.fromisoformat(day[:10]) - date.fromisoformat(first)).days
