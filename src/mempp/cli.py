@@ -1,4 +1,5 @@
-"""The ``mempp`` command: add, ingest, get, info, export, search, evidence and ask over a store.
+"""The ``mempp`` command: add, ingest, get, info, export, search, evidence and ask over a store;
+serve, mcp and keys (``mempp.server``) put it behind agents.
 
 Exit codes: 0 success, 1 operational error (store cannot be opened, ...), 2 bad input
 (bad date, bad option; nothing is stored), 3 ingest finished but some items failed.
@@ -137,6 +138,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_bench_parser(commands)
 
+    from mempp.server.cli import add_parser as add_server_parsers
+
+    add_server_parsers(commands)
+
     consolidate = commands.add_parser(
         "consolidate",
         help="relate near-duplicate rows with an LLM: supersede, merge (logged, undoable)",
@@ -207,6 +212,10 @@ def _dispatch(args: argparse.Namespace) -> int:
         from mempp.bench.cli import run as run_bench
 
         return run_bench(args)
+    if args.command in ("serve", "mcp", "keys"):  # mempp.server's commands
+        from mempp.server.cli import run as run_server
+
+        return run_server(args)
 
     # Validate every date before opening (and maybe creating) the store.
     if getattr(args, "date", None) is not None:

@@ -75,12 +75,13 @@ def read_jsonl(path: Path) -> Iterator[Item]:
                 location = f"{path}:{number}"
                 if not line.strip():
                     continue
-                yield _from_json_line(location, line)
+                yield parse_json_line(location, line)
         except UnicodeDecodeError as exc:
             yield Item(f"{path}:{number + 1}", None, f"not UTF-8 text ({exc.reason})")
 
 
-def _from_json_line(location: str, line: str) -> Item:
+def parse_json_line(location: str, line: str) -> Item:
+    """One line of JSON Lines as a document, or the reason it is not one."""
     try:
         obj = json.loads(line)
     except json.JSONDecodeError as exc:

@@ -43,14 +43,16 @@ DEFAULT_BATCH = 64
 class Memory:
     """A non-destructive memory: documents kept whole, chosen at read time.
 
-    ``location`` is a SQLite file path (created if missing) or a ``postgresql://`` URL.
+    ``location`` is a SQLite file path (created if missing), a ``postgresql://`` URL, or a
+    :class:`Store` already open, which Memories of several scopes may then share (closing
+    any of them closes it; a server closes it once, at shutdown).
     ``scope`` isolates tenants sharing one store. ``embedder`` defaults to the local
     all-MiniLM-L6-v2, loaded on first use. ``settings`` is a :class:`Settings` or a preset name.
     """
 
     def __init__(
         self,
-        location: str | os.PathLike[str] = "mempp.db",
+        location: str | os.PathLike[str] | Store = "mempp.db",
         *,
         scope: str = DEFAULT_SCOPE,
         embedder: Embedder | None = None,
@@ -63,7 +65,9 @@ class Memory:
         self._embedder = embedder
         self._embedder_lock = threading.Lock()
         self._encoder_bound = False
-        self._store: Store = open_store(location)
+        self._store: Store = (
+            open_store(location) if isinstance(location, str | os.PathLike) else location
+        )
 
     # -- lifecycle --------------------------------------------------------------------
     def close(self) -> None:

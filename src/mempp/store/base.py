@@ -394,3 +394,54 @@ def inverse_change(change: StateChange) -> StateChange:
 def undo_counts(changes: Sequence[ChangeRecord]) -> dict[str, int]:
     created = sum(1 for c in changes if c.change.old_state is None)
     return {"restored": len(changes) - created, "archived_merged": created}
+
+
+# -- API keys (the server's keys, bound to one scope each) -----------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ApiKey:
+    """One API key as stored: never the secret itself, only its hash (kept apart)."""
+
+    key_id: str
+    scope: str
+    role: str  # "read", "write" or "admin"
+    label: str | None
+    created_at: str
+    revoked_at: str | None = None
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "key_id": self.key_id,
+            "scope": self.scope,
+            "role": self.role,
+            "label": self.label,
+            "created_at": self.created_at,
+            "revoked_at": self.revoked_at,
+        }
+
+
+@runtime_checkable
+class KeyStore(Protocol):
+    """What the server needs to keep API keys in the store they open."""
+
+    def add_key(self, key: ApiKey, secret_hash: bytes) -> None:
+        """Store a new key (its id is new; one transaction)."""
+        ...
+
+    def api_key(self, key_id: str) -> tuple[ApiKey, bytes] | None:
+        """The key with this id and its secret's hash, revoked or not; None if unknown."""
+        ...
+
+    def api_keys(self, scope: str | None = None) -> list[ApiKey]:
+        """Every key (of ``scope``, if given), revoked ones too, oldest first."""
+        ...
+
+    def revoke_key(self, key_id: str, revoked_at: str) -> ApiKey | None:
+        """Mark a key revoked (a revoked key stays revoked, with its first date); None if
+        there is no such key."""
+        ...
+
+    def key_count(self) -> int:
+        """How many keys were ever created, revoked ones included."""
+        ...

@@ -1,0 +1,169 @@
+"""The ASGI app: the ``/v1`` API, MCP at ``/mcp``, health, and the web pages when present.
+
+``create_app(state)`` builds it over a :class:`~mempp.server.state.ServerState` (the app
+owns the state from then on and closes it at shutdown); ``build_app(config)`` also opens
+the state from a :class:`ServeConfig`, which is what ``mempp serve`` runs (with
+``--workers N``, each worker process builds its own through :func:`app_from_environ`).
+
+The web pages live in ``mempp.server.web``; when that package is installed, its
+``mount(app)`` is called last, so it can add routes and static files over the same state.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
+from typing import Any
+
+from fastapi import FastAPI
+from fastapi.openapi.utils import get_openapi
+from starlette.concurrency import run_in_threadpool
+from starlette.routing import Route
+
+from mempp.server import api, problems
+from mempp.server.config import DEFAULT_MAX_BODY, DEFAULT_MAX_UPLOAD, ServeConfig
+from mempp.server.limits import BodyLimit
+from mempp.server.problems import Problem, problem_responses
+from mempp.server.schemas import ProblemDocument, StatusOut
+from mempp.server.state import ServerState
+
+ENV_CONFIG = "MEMPP_SERVE_CONFIG"  # how `mempp serve --workers N` hands its options over
+
+DESCRIPTION = """\
+mempp keeps every document whole with its date and author and chooses at read time: the \
+as-of filter first, then lexical, tag and vector rankings fused by weighted reciprocal rank \
+fusion, recency slots, and dated, attributed evidence naming record ids.
+
+Authenticate with `Authorization: Bearer <key>` (keys: `mempp keys create --scope S --role \
+R`); a key reads and writes its own scope only. Errors are RFC 9457 problem documents \
+(`application/problem+json`) whose `field` names the offending input."""
+
+
+def open_state(config: ServeConfig) -> ServerState:
+    """The state ``config`` describes; the LLM client only when an endpoint is configured."""
+    from mempp.encoders import embedder_named
+    from mempp.llm import ENV_BASE_URL, LLMClient
+
+    embedder = embedder_named(config.encoder) if config.encoder else None
+    llm = None
+    if config.llm_base_url or os.environ.get(ENV_BASE_URL):
+        llm = LLMClient.from_env(base_url=config.llm_base_url, model=config.llm_model)
+    return ServerState(
+        config.location,
+        host=config.host,
+        embedder=embedder,
+        settings=config.preset,
+        llm=llm,
+        default_scope=config.scope,
+    )
+
+
+def build_app(config: ServeConfig) -> FastAPI:
+    return create_app(open_state(config), max_body=config.max_body, max_upload=config.max_upload)
+
+
+def app_from_environ() -> FastAPI:
+    """The app factory of worker processes: the config from ``$MEMPP_SERVE_CONFIG``."""
+    return build_app(ServeConfig.from_json(os.environ[ENV_CONFIG]))
+
+
+def create_app(
+    state: ServerState,
+    *,
+    mcp: bool = True,
+    max_body: int = DEFAULT_MAX_BODY,
+    max_upload: int = DEFAULT_MAX_UPLOAD,
+) -> FastAPI:
+    """The app over ``state``: warming starts at startup, the state closes at shutdown,
+    after uvicorn has let in-flight requests finish."""
+    from mempp import __version__
+
+    mcp_app = manager = None
+    if mcp:
+        from mempp.server.mcp import http_mcp
+
+        mcp_app, manager = http_mcp(state, max_body=max_body)
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        state.start_warming()
+        async with AsyncExitStack() as stack:
+            stack.push_async_callback(run_in_threadpool, state.close)
+            if manager is not None:
+                await stack.enter_async_context(manager.run())
+            yield
+
+    app = FastAPI(
+        title="mempp",
+        version=__version__,
+        description=DESCRIPTION,
+        lifespan=lifespan,
+        responses=problem_responses(500),
+    )
+    app.state.mempp = state
+    problems.install(app)
+    app.include_router(api.router)
+    _health_routes(app)
+    if mcp_app is not None:
+        app.router.routes.append(Route("/mcp", endpoint=mcp_app, include_in_schema=False))
+    app.add_middleware(BodyLimit, max_body=max_body, max_upload=max_upload)
+    _problem_schema(app)
+    _mount_web(app)
+    return app
+
+
+def _health_routes(app: FastAPI) -> None:
+    @app.get(
+        "/healthz",
+        response_model=StatusOut,
+        summary="Liveness",
+        description="200 while the process serves requests.",
+    )
+    def healthz() -> StatusOut:
+        return StatusOut(status="ok")
+
+    @app.get(
+        "/readyz",
+        response_model=StatusOut,
+        summary="Readiness",
+        description="200 once the encoder and the store's indexes are loaded (searches are "
+        "then as fast as they get); 503 until then.",
+        responses=problem_responses(503),
+    )
+    def readyz() -> StatusOut:
+        state: ServerState = app.state.mempp
+        if state.ready:
+            return StatusOut(status="ready")
+        if state.warm_error is not None:
+            raise Problem(503, f"not ready: {state.warm_error}")
+        raise Problem(503, "warming up: loading the encoder and the store's indexes")
+
+
+def _problem_schema(app: FastAPI) -> None:
+    """Put the problem document's schema where every error response's $ref points."""
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            schema = get_openapi(
+                title=app.title,
+                version=app.version,
+                description=app.description,
+                routes=app.routes,
+            )
+            components = schema.setdefault("components", {}).setdefault("schemas", {})
+            components["Problem"] = ProblemDocument.model_json_schema(
+                ref_template="#/components/schemas/{model}"
+            )
+            app.openapi_schema = schema
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
+
+
+def _mount_web(app: FastAPI) -> None:
+    import importlib
+    import importlib.util
+
+    if importlib.util.find_spec("mempp.server.web") is not None:
+        importlib.import_module("mempp.server.web").mount(app)

@@ -1,0 +1,231 @@
+"""The MCP tools: the same memory for any MCP host, over stdio or streamable HTTP (``/mcp``).
+
+Tools: ``remember``, ``search_memory``, ``get_evidence``, ``get_record``, and ``ask_memory``
+when an LLM endpoint is configured. Each acts on one principal's scope: over HTTP the
+request's API key (checked by :class:`AuthenticatedMCP` before the SDK sees the request);
+over stdio the scope the process was started with (whoever can start it can read the file).
+The SDK runs these plain functions in worker threads, off the event loop.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Annotated, Any
+
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
+from mcp.server.transport_security import TransportSecuritySettings
+from mcp_types import ToolAnnotations
+from pydantic import Field
+from starlette.concurrency import run_in_threadpool
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from mempp.errors import MemppError
+from mempp.server.problems import Problem, problem_from_error, problem_response
+from mempp.server.schemas import AS_OF_HELP, MAX_BUDGET, MAX_K, MAX_LABEL_CHARS, MAX_QUERY_CHARS
+from mempp.server.state import Principal, Role, ServerState, check_role, is_loopback, principal_of
+
+PRINCIPAL_KEY = "mempp.principal"  # where AuthenticatedMCP leaves the principal in the scope
+
+INSTRUCTIONS = """\
+mempp is this organization's memory: dated documents (messages, e-mails, tickets, meeting \
+notes) by many authors, each kept whole; a changed decision is a newer document, never an \
+edit. Search it before answering questions about the organization's people, plans and \
+decisions. Every result names its record id, date and author: cite the records you rely on \
+as "record N", and prefer the most recently dated one when records disagree. For a question \
+about a past moment, pass as_of so that later revisions stay out. Store new facts with \
+remember, giving their date and author."""
+
+Query = Annotated[str, Field(min_length=1, max_length=MAX_QUERY_CHARS, description="The question.")]
+AsOf = Annotated[str | None, Field(description=AS_OF_HELP)]
+Label = Annotated[str | None, Field(max_length=MAX_LABEL_CHARS)]
+
+_READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, open_world_hint=False)
+
+
+def build_mcp(state: ServerState, principal: Callable[[Context], Principal]) -> MCPServer:
+    """The MCP server over ``state``; ``principal(ctx)`` says whom a tool call acts for."""
+    from mempp import __version__
+
+    server = MCPServer("mempp", instructions=INSTRUCTIONS, version=__version__, log_level="WARNING")
+
+    def memory_for(ctx: Context, needed: Role):  # type: ignore[no-untyped-def]
+        who = principal(ctx)
+        try:
+            check_role(who, needed)
+        except Problem as exc:
+            raise ToolError(exc.detail) from None
+        return state.memory(who.scope)
+
+    @server.tool(
+        description="Store one document in the organization's memory, whole, with its date and "
+        "author. Returns the new record id, or why it was skipped (empty, or the same text by "
+        "the same author already stored). Nothing stored is ever edited: to record a change, "
+        "remember the new version with its own date."
+    )
+    def remember(
+        ctx: Context,
+        text: Annotated[str, Field(min_length=1, description="The document text, as written.")],
+        author: Annotated[Label, Field(description="Who wrote or said it.")] = None,
+        date: Annotated[
+            str | None,
+            Field(description="When it was written or happened, ISO 8601 (YYYY-MM-DD)."),
+        ] = None,
+        tags: Annotated[list[str] | None, Field(description="Labels (project, topic).")] = None,
+        thread: Annotated[Label, Field(description="Conversation, thread or ticket.")] = None,
+        source: Annotated[Label, Field(description="Where it came from (URL, path).")] = None,
+    ) -> dict[str, Any]:
+        memory = memory_for(ctx, "write")
+        result = _library(
+            lambda: memory.add(
+                text, author=author, date=date, tags=tags or (), thread=thread, source=source
+            )
+        )
+        return {"id": result.id, "skipped": result.skipped}
+
+    @server.tool(
+        description="Search the organization's memory. Returns the best-matching records, "
+        "best first, each with its record id, date, author and full text. Pass as_of "
+        "(YYYY-MM-DD) when the question is about a past moment ('what was the plan in "
+        "March 2024?') so that later revisions are left out; omit it for the present. When "
+        "records on one point disagree, the most recently dated one is in force. Cite the "
+        "records you use as 'record N'.",
+        annotations=_READ_ONLY,
+    )
+    def search_memory(
+        ctx: Context,
+        query: Query,
+        as_of: AsOf = None,
+        k: Annotated[int, Field(ge=1, le=MAX_K, description="How many records.")] = 10,
+    ) -> dict[str, Any]:
+        memory = memory_for(ctx, "read")
+        hits = _library(lambda: memory.search(query, as_of=as_of, k=k))
+        return {"hits": [_hit(hit.to_dict()) for hit in hits]}
+
+    @server.tool(
+        description="The evidence block for a question: the best-matching records rendered "
+        "one after another, each under a header '[i] date | author | record N', within a "
+        "character budget, ready to answer from. Pass as_of (YYYY-MM-DD) for a question about "
+        "a past moment. Answer from the block only, cite the records you use as 'record N', "
+        "and when records disagree follow the most recently dated one.",
+        annotations=_READ_ONLY,
+    )
+    def get_evidence(
+        ctx: Context,
+        query: Query,
+        as_of: AsOf = None,
+        budget: Annotated[
+            int, Field(ge=1, le=MAX_BUDGET, description="Most characters of evidence.")
+        ] = 8000,
+        k: Annotated[int, Field(ge=1, le=MAX_K, description="Most records shown.")] = 20,
+    ) -> str:
+        memory = memory_for(ctx, "read")
+        block = _library(lambda: memory.evidence(query, as_of=as_of, k=k, budget=budget))
+        return block.text or "(no matching records)"
+
+    @server.tool(
+        description="One record, whole, by its id (as cited: 'record N'), with its date, "
+        "author, thread, tags, source and state.",
+        annotations=_READ_ONLY,
+    )
+    def get_record(
+        ctx: Context,
+        id: Annotated[int, Field(ge=1, le=2**63 - 1, description="The record id.")],
+    ) -> dict[str, Any]:
+        memory = memory_for(ctx, "read")
+        return _library(lambda: memory.get(id)).to_dict()
+
+    if state.llm is not None:
+        llm = state.llm
+
+        @server.tool(
+            description="Answer a question from the organization's memory with a language "
+            "model: the answer and the ids of the records it cites. Pass as_of (YYYY-MM-DD) "
+            "for a question about a past moment. Prefer search_memory or get_evidence when "
+            "you can read the records yourself.",
+            annotations=_READ_ONLY,
+        )
+        def ask_memory(ctx: Context, question: Query, as_of: AsOf = None) -> dict[str, Any]:
+            memory = memory_for(ctx, "read")
+            return _library(lambda: memory.ask(question, as_of=as_of, llm=llm)).to_dict()
+
+    return server
+
+
+def _library(call: Callable[[], Any]) -> Any:
+    """A library error as the tool's error message (the agent reads it); nothing else."""
+    try:
+        return call()
+    except MemppError as exc:
+        raise ToolError(problem_from_error(exc).detail) from None
+
+
+def _hit(hit: dict[str, Any]) -> dict[str, Any]:
+    keep = ("id", "date", "author", "thread", "tags", "source", "text", "rank", "state")
+    return {key: hit[key] for key in keep}
+
+
+def fixed_principal(who: Principal) -> Callable[[Context], Principal]:
+    """stdio: every call acts for ``who``."""
+    return lambda _ctx: who
+
+
+def request_principal(ctx: Context) -> Principal:
+    """HTTP: the principal AuthenticatedMCP found for the request carrying the call."""
+    request = ctx.request_context.request
+    found = getattr(request, "scope", {}).get(PRINCIPAL_KEY)
+    if not isinstance(found, Principal):
+        raise ToolError("no authenticated principal for this call")
+    return found
+
+
+class AuthenticatedMCP:
+    """ASGI wrapper of the SDK's streamable HTTP app: checks the API key of every request
+    (401/403 problem documents as on /v1) and records its principal for the tools."""
+
+    def __init__(self, app: ASGIApp, state: ServerState) -> None:
+        self.app = app
+        self.state = state
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            header = next(
+                (v.decode("latin-1") for k, v in scope["headers"] if k == b"authorization"),
+                None,
+            )
+            try:
+                who = await run_in_threadpool(principal_of, self.state, header)
+            except Problem as problem:
+                await problem_response(problem)(scope, receive, send)
+                return
+            scope = {**scope, PRINCIPAL_KEY: who}
+        await self.app(scope, receive, send)
+
+
+def http_mcp(state: ServerState, *, max_body: int) -> tuple[ASGIApp, StreamableHTTPSessionManager]:
+    """The ``/mcp`` endpoint and its session manager (run it in the app's lifespan).
+
+    Stateless: each request stands alone, so any worker process can serve any request."""
+    server = build_mcp(state, request_principal)
+    security = None
+    if is_loopback(state.host):  # the SDK's DNS-rebinding guard, as it sets it for loopback
+        security = TransportSecuritySettings(
+            enable_dns_rebinding_protection=True,
+            allowed_hosts=["127.0.0.1:*", "localhost:*", "[::1]:*"],
+            allowed_origins=["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"],
+        )
+    server.streamable_http_app(  # builds the session manager; its own routes go unused
+        json_response=True,
+        stateless_http=True,
+        transport_security=security,
+        max_request_body_size=max_body,
+        host=state.host,
+    )
+    manager = server.session_manager
+    return AuthenticatedMCP(StreamableHTTPASGIApp(manager), state), manager
+
+
+def run_stdio(state: ServerState, who: Principal) -> None:
+    """Serve the tools on standard input and output until the host closes them."""
+    build_mcp(state, fixed_principal(who)).run("stdio")

@@ -1,0 +1,180 @@
+"""Errors as RFC 9457 problem documents (``application/problem+json``), never a traceback.
+
+The classes are the CLI's exit codes: bad input is 400 (a body that is not JSON) or 422 (a
+value the API cannot accept), a missing record 404, a store or model that cannot serve 503.
+Every document has ``type``, ``title``, ``status`` and ``detail``; ``field`` names the
+offending input (``records.3.date``, ``k``) when there is one, and ``errors`` lists every
+one of them when validation found several.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from mempp.errors import InvalidInput, MemppError, RecordNotFound, StoreError
+
+log = logging.getLogger("mempp.server")
+
+PROBLEM_JSON = "application/problem+json"
+
+# Statuses the API documents for every route (besides the route's own success status).
+TITLES = {
+    400: "Bad Request",
+    401: "Unauthorized",
+    403: "Forbidden",
+    404: "Not Found",
+    405: "Method Not Allowed",
+    413: "Content Too Large",
+    415: "Unsupported Media Type",
+    422: "Unprocessable Content",
+    500: "Internal Server Error",
+    502: "Bad Gateway",
+    503: "Service Unavailable",
+}
+
+
+class Problem(Exception):
+    """An error the API answers with a problem document."""
+
+    def __init__(
+        self,
+        status: int,
+        detail: str,
+        *,
+        field: str | None = None,
+        errors: Sequence[Mapping[str, Any]] | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> None:
+        super().__init__(detail)
+        self.status = status
+        self.detail = detail
+        self.field = field
+        self.errors = list(errors) if errors else None
+        self.headers = dict(headers) if headers else None
+
+
+def problem_body(
+    status: int,
+    detail: str,
+    *,
+    field: str | None = None,
+    errors: Sequence[Mapping[str, Any]] | None = None,
+) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "type": "about:blank",
+        "title": TITLES.get(status, "Error"),
+        "status": status,
+        "detail": detail,
+    }
+    if field is not None:
+        body["field"] = field
+    if errors:
+        body["errors"] = list(errors)
+    return body
+
+
+def problem_response(problem: Problem) -> JSONResponse:
+    return JSONResponse(
+        problem_body(problem.status, problem.detail, field=problem.field, errors=problem.errors),
+        status_code=problem.status,
+        media_type=PROBLEM_JSON,
+        headers=problem.headers,
+    )
+
+
+def problem_from_error(exc: MemppError) -> Problem:
+    """The problem a library error becomes (the CLI's exit-code classes)."""
+    from mempp.llm import LLMError, LLMUnavailable
+
+    field = getattr(exc, "field", None)  # named by the validation boundary where it can
+    if isinstance(exc, RecordNotFound):
+        return Problem(404, str(exc))
+    if isinstance(exc, InvalidInput):
+        return Problem(422, str(exc), field=field if isinstance(field, str) else None)
+    if isinstance(exc, LLMUnavailable):
+        return Problem(503, str(exc))
+    if isinstance(exc, LLMError):
+        return Problem(502, f"the language model failed: {exc}")
+    if isinstance(exc, StoreError):
+        return Problem(503, str(exc))
+    return Problem(503, str(exc))  # any other deliberate error: operational, like exit 1
+
+
+def field_name(location: Sequence[str | int]) -> str:
+    """``("body", "records", 3, "date")`` -> ``records.3.date``; the request part is dropped."""
+    parts = list(location)
+    if parts and parts[0] in ("body", "query", "path", "header"):
+        parts = parts[1:]
+    return ".".join(str(p) for p in parts) or "body"
+
+
+def validation_problem(errors: Sequence[Mapping[str, Any]]) -> Problem:
+    """A FastAPI/pydantic validation failure as one problem naming each field."""
+    listed: list[dict[str, Any]] = []
+    for error in errors:
+        kind = str(error.get("type", ""))
+        if kind == "json_invalid":
+            where = error.get("ctx", {}).get("error", "")
+            detail = f"the body is not valid JSON ({where})" if where else "the body is not JSON"
+            return Problem(400, detail, field="body")
+        message = str(error.get("msg", "invalid value"))
+        if message.startswith("Value error, "):  # our own validators' messages, as written
+            message = message.removeprefix("Value error, ")
+        listed.append({"field": field_name(error.get("loc", ())), "message": message})
+    if not listed:
+        return Problem(422, "the request is not valid")
+    first = listed[0]
+    more = f" (and {len(listed) - 1} more)" if len(listed) > 1 else ""
+    return Problem(
+        422, f"{first['field']}: {first['message']}{more}", field=first["field"], errors=listed
+    )
+
+
+def install(app: FastAPI) -> None:
+    """Answer every error of ``app`` with a problem document."""
+
+    async def on_problem(_: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, Problem)
+        return problem_response(exc)
+
+    async def on_validation(_: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, RequestValidationError)
+        return problem_response(validation_problem(exc.errors()))
+
+    async def on_mempp(_: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, MemppError)
+        return problem_response(problem_from_error(exc))
+
+    async def on_http(_: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, StarletteHTTPException)
+        headers = dict(exc.headers) if exc.headers else None
+        return problem_response(Problem(exc.status_code, str(exc.detail), headers=headers))
+
+    async def on_crash(request: Request, exc: Exception) -> JSONResponse:
+        # The traceback goes to the server's log, never to the client.
+        log.error("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
+        return problem_response(Problem(500, "internal error; the server log has the details"))
+
+    app.add_exception_handler(Problem, on_problem)
+    app.add_exception_handler(RequestValidationError, on_validation)
+    app.add_exception_handler(MemppError, on_mempp)
+    app.add_exception_handler(StarletteHTTPException, on_http)
+    app.add_exception_handler(Exception, on_crash)
+
+
+def problem_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI ``responses`` entries for these error statuses."""
+    return {
+        status: {
+            "description": TITLES.get(status, "Error"),
+            "content": {PROBLEM_JSON: {"schema": {"$ref": "#/components/schemas/Problem"}}},
+        }
+        for status in statuses
+    }
