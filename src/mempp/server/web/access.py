@@ -22,6 +22,7 @@ from fastapi.routing import APIRoute
 from fastapi.templating import Jinja2Templates
 
 from mempp.errors import InvalidInput, MemppError, RecordNotFound, StoreError
+from mempp.server.problems import Problem
 from mempp.server.web.session import COOKIE, MAX_AGE, Session, SessionCodec
 
 log = logging.getLogger(__name__)
@@ -184,6 +185,8 @@ def as_web_error(exc: Exception) -> WebError:
             for err in exc.errors()
         )
         return WebError(400, "Cannot read that", problems or "the request is malformed")
+    if isinstance(exc, Problem):  # e.g. the server's body limit, met while reading a form
+        return WebError(exc.status, "Cannot do that", exc.detail)
     if isinstance(exc, HTTPException):
         return WebError(exc.status_code, "Cannot do that", str(exc.detail))
     log.exception("web page failed", exc_info=exc)

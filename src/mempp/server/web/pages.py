@@ -11,15 +11,18 @@ from datetime import date
 from typing import Annotated, Any
 from urllib.parse import urlencode
 
-from fastapi import APIRouter, Depends, Form, Request, UploadFile
+from fastapi import APIRouter, Depends, Form, Request
 from fastapi.responses import RedirectResponse, Response
 from starlette.concurrency import run_in_threadpool
+from starlette.datastructures import UploadFile
 
+from mempp.records import Record
 from mempp.server.web import forms
 from mempp.server.web.access import (
     HTMLErrorRoute,
     Visitor,
     WebError,
+    as_web_error,
     check_csrf,
     codec,
     render,
@@ -36,7 +39,8 @@ from mempp.server.web.record_links import (
     thread_next,
 )
 from mempp.server.web.session import COOKIE
-from mempp.server.web.upload import MAX_BYTES, ingest_files, totals
+from mempp.server.web.timeline import Version, layout
+from mempp.server.web.upload import ingest_files, totals
 
 router = APIRouter(route_class=HTMLErrorRoute, include_in_schema=False)
 Who = Annotated[Visitor, Depends(visitor)]
@@ -261,11 +265,57 @@ def record_page(request: Request, who: Who, record_id: str) -> Response:
     )
 
 
+# -- timeline ----------------------------------------------------------------------------
+@router.get("/timeline")
+def timeline_page(
+    request: Request, who: Who, record: str | None = None, as_of: str | None = None
+) -> Response:
+    """A record's versions on a time axis: what it replaced and what replaced it, step by
+    step, and the rows after it in its thread."""
+    if forms.text(record) is None:
+        raise WebError(400, "Which subject?", "record: give the id of a record to draw.")
+    bound = forms.date_field("as_of", as_of)
+    memory = _memory(request, who)
+    subject = memory.get(forms.record_id(record or ""))
+    log = read_log(memory)
+    family = [r for step in reversed(older_chain(memory, subject, log)) for r in step]
+    family += [subject, *newer_chain(memory, subject), *thread_next(memory, subject)]
+    versions = sorted(
+        {r.id: _version(r) for r in family}.values(), key=lambda v: (v.day or "9999", v.id)
+    )
+    return render(
+        request,
+        who,
+        "timeline.html",
+        {
+            "record": subject,
+            "subject": "The records it replaced, the records that replaced it, and what "
+            "followed in its thread.",
+            "versions": versions,
+            "timeline": layout(versions, bound[:10] if bound else None),
+            "as_of": bound[:10] if bound else None,
+            "search_q": subject.text[:80],
+        },
+    )
+
+
+def _version(record: Record) -> Version:
+    summary = " ".join(record.text.split())
+    return Version(
+        record.id,
+        record.day,
+        record.author,
+        record.state,
+        record.superseded_by,
+        summary[:100] + ("…" if len(summary) > 100 else ""),
+    )
+
+
 # -- upload ------------------------------------------------------------------------------
 @router.get("/upload")
 def upload_form(request: Request, who: Who) -> Response:
     require(who, "write")
-    return render(request, who, "upload.html", {"report": None, "max_mb": MAX_BYTES >> 20})
+    return render(request, who, "upload.html", {"report": None})
 
 
 @router.post("/upload")
@@ -274,39 +324,24 @@ async def upload(request: Request, who: Who) -> Response:
     fragment = request.headers.get("x-mempp-fragment") == "1"
     try:
         require(who, "write")
-        files = await _read_files(request, who)
         memory = _memory(request, who)
-        report = totals(await run_in_threadpool(ingest_files, memory, files))
-    except WebError as error:
+        async with request.form(max_files=1000, max_fields=10) as form:
+            check_csrf(request, who, _field(form.get("csrf")))
+            files = [
+                (item.filename, item.file)
+                for item in form.getlist("files")
+                if isinstance(item, UploadFile) and item.filename
+            ]
+            report = totals(await run_in_threadpool(ingest_files, memory, files))
+    except Exception as exc:  # shown as the report's error, or as a page
+        error = as_web_error(exc)
         if not fragment:
-            raise
+            raise error from None
         context = {"title": error.title, "message": error.message}
         return render(request, who, "_upload_error.html", context, status=error.status)
     if fragment:
         return render(request, who, "_report.html", {"report": report})
-    return render(request, who, "upload.html", {"report": report, "max_mb": MAX_BYTES >> 20})
-
-
-async def _read_files(request: Request, who: Visitor) -> list[tuple[str, bytes]]:
-    declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > MAX_BYTES + 65536:
-        raise WebError(413, "Upload too large", f"At most {MAX_BYTES >> 20} MiB per upload.")
-    async with request.form(max_files=1000, max_fields=10) as form:
-        check_csrf(request, who, _field(form.get("csrf")))
-        files: list[tuple[str, bytes]] = []
-        size = 0
-        for item in form.getlist("files"):
-            if not isinstance(item, UploadFile):
-                continue
-            content = await item.read()
-            size += len(content)
-            if size > MAX_BYTES:
-                raise WebError(
-                    413, "Upload too large", f"At most {MAX_BYTES >> 20} MiB per upload."
-                )
-            if item.filename:
-                files.append((item.filename, content))
-    return files
+    return render(request, who, "upload.html", {"report": report})
 
 
 def _field(value: Any) -> str | None:

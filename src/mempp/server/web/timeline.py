@@ -9,6 +9,7 @@ the versions dated after it, using the ``day_min``/``day_span`` scale carried al
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import date, timedelta
@@ -21,6 +22,7 @@ RIGHT = 24
 TOP = 16
 LANE = 44
 AXIS = 36
+GAP = 11  # arrows stop this far from a point's centre (radius 7-9, and the arrow head)
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,7 +139,7 @@ def layout(versions: Sequence[Version], as_of: str | None = None) -> Timeline:
         points.append(point)
         where[version.id] = point
     arrows = [
-        Arrow(old.x, old.y, new.x, new.y, old.version.id, new.version.id)
+        _arrow(old, new)
         for old in points
         if old.version.superseded_by is not None
         and (new := where.get(old.version.superseded_by)) is not None
@@ -158,6 +160,23 @@ def layout(versions: Sequence[Version], as_of: str | None = None) -> Timeline:
         first.isoformat(),
         span,
         as_of_x,
+    )
+
+
+def _arrow(old: Point, new: Point) -> Arrow:
+    """From the edge of the older point to just short of the newer one (room for the head)."""
+    dx, dy = new.x - old.x, new.y - old.y
+    length = math.hypot(dx, dy)
+    if length < 2 * GAP:  # the two points touch: a short stub to the right
+        return Arrow(old.x, old.y, old.x + GAP, old.y, old.version.id, new.version.id)
+    ux, uy = dx / length, dy / length
+    return Arrow(
+        round(old.x + ux * GAP, 1),
+        round(old.y + uy * GAP, 1),
+        round(new.x - ux * GAP, 1),
+        round(new.y - uy * GAP, 1),
+        old.version.id,
+        new.version.id,
     )
 
 

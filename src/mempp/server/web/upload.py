@@ -4,25 +4,26 @@ Each upload is saved under its own name in a private temporary folder and read b
 :mod:`mempp.ingest` (Markdown / text with front matter, JSON Lines), so a bad line or file is
 reported as ``name:line: reason`` and the good ones are kept, exactly as the CLI does. An
 upload holding a file of a kind mempp cannot read is refused whole before anything is stored.
+The server's upload limit (``BodyLimit``, as for ``/v1/ingest``) bounds the request.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import shutil
 import tempfile
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from mempp.ingest import JSONL_SUFFIXES, TEXT_SUFFIXES, read_sources
 from mempp.records import Document
 from mempp.server.web.access import WebError
 
 KINDS = TEXT_SUFFIXES + JSONL_SUFFIXES
-MAX_BYTES = 64 * 1024 * 1024  # per upload request, all files together
 BATCH = 64
 _UNSAFE = re.compile(r"[^A-Za-z0-9._ -]+")
 
@@ -68,8 +69,8 @@ def safe_name(name: str) -> str:
     return _UNSAFE.sub("_", base)[:120] or "upload"
 
 
-def ingest_files(memory: Any, files: Sequence[tuple[str, bytes]]) -> list[FileReport]:
-    """Read and store ``(name, content)`` pairs; one report per file, in upload order."""
+def ingest_files(memory: Any, files: Sequence[tuple[str, BinaryIO]]) -> list[FileReport]:
+    """Read and store ``(name, open file)`` pairs; one report per file, in upload order."""
     check_kinds([name for name, _ in files])
     reports: list[FileReport] = []
     with tempfile.TemporaryDirectory(prefix="mempp-upload-") as folder:
@@ -77,7 +78,8 @@ def ingest_files(memory: Any, files: Sequence[tuple[str, bytes]]) -> list[FileRe
             # One subfolder per file: two uploads of one name do not overwrite each other.
             path = Path(folder) / str(number) / safe_name(name)
             path.parent.mkdir()
-            path.write_bytes(content)
+            with path.open("wb") as out:
+                shutil.copyfileobj(content, out)
             reports.append(_ingest_one(memory, name, path))
     return reports
 

@@ -110,7 +110,19 @@ function setupUpload(form) {
     request.upload.addEventListener("load", () => { status.textContent = "Storing…"; });
     request.addEventListener("load", () => {
       bar.value = 100;
-      report.innerHTML = request.responseText;
+      const type = request.getResponseHeader("content-type") || "";
+      if (type.includes("json")) {  // refused before the page saw it (e.g. the size limit)
+        let detail = "the server refused the upload";
+        try { detail = JSON.parse(request.responseText).detail || detail; } catch (e) { /* keep */ }
+        report.replaceChildren();
+        const note = document.createElement("div");
+        note.className = "notice bad";
+        note.setAttribute("role", "alert");
+        note.textContent = detail;
+        report.append(note);
+      } else {
+        report.innerHTML = request.responseText;  // the server's own rendered report
+      }
       status.textContent = request.status === 200 ? "Done." : "Not stored.";
       form.reset();
     });

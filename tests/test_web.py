@@ -1,0 +1,309 @@
+"""The web page over HTTP (a real uvicorn on a loopback port): login, sessions, CSRF, the
+pages' content, and readable error pages for bad input. The browser tests are in
+test_web_browser.py."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import httpx
+import pytest
+
+pytest.importorskip("jinja2")
+pytest.importorskip("fastapi")
+
+from mempp import Memory
+from mempp.server.web.session import COOKIE, SessionCodec
+from web_support import WORDS, running_server
+
+from conftest import KeywordEmbedder
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory):
+    with running_server(tmp_path_factory.mktemp("web")) as server:
+        yield server
+
+
+@pytest.fixture
+def keyed(served):
+    """The module's server, for tests about keys (skipped while the engine keeps none)."""
+    if not served.tokens:
+        pytest.skip("this store engine keeps no API keys yet: the server runs keyless")
+    return served
+
+
+@pytest.fixture
+def uploads(tmp_path: Path):
+    """A server of its own for each upload test, so uploads change no other test's store."""
+    with running_server(tmp_path) as server:
+        yield server
+
+
+def _csrf(html: str) -> str:
+    found = re.search(r'name="csrf" value="([^"]+)"', html)
+    assert found, "no CSRF field on the page"
+    return found.group(1)
+
+
+def login(served, name: str) -> httpx.Client:
+    """A client logged in with the named key (on a keyless server: a plain visitor)."""
+    client = httpx.Client(base_url=served.url, follow_redirects=False, timeout=30)
+    if not served.tokens:
+        return client
+    form = client.get("/login")
+    response = client.post(
+        "/login", data={"key": served.tokens[name], "csrf": _csrf(form.text), "next": "/search"}
+    )
+    assert response.status_code == 303, response.text
+    assert response.headers["location"] == "/search"
+    return client
+
+
+def assert_error_page(response: httpx.Response, status: int, *phrases: str) -> None:
+    assert response.status_code == status
+    assert response.headers["content-type"].startswith("text/html")
+    assert "Traceback" not in response.text and 'File "' not in response.text
+    assert "Go back" in response.text
+    for phrase in phrases:
+        assert phrase in response.text
+
+
+# -- login and sessions --------------------------------------------------------------------
+def test_pages_ask_for_a_login_and_come_back_after_it(keyed) -> None:
+    with httpx.Client(base_url=keyed.url, timeout=30) as client:
+        first = client.get("/search?q=plan", follow_redirects=False)
+        assert first.status_code == 303
+        assert first.headers["location"] == "/login?next=%2Fsearch%3Fq%3Dplan"
+        form = client.get(first.headers["location"])
+        assert 'value="/search?q=plan"' in form.text
+        done = client.post(
+            "/login",
+            data={"key": keyed.tokens["read"], "csrf": _csrf(form.text), "next": "/search?q=plan"},
+            follow_redirects=False,
+        )
+        assert done.headers["location"] == "/search?q=plan"
+        page = client.get("/search?q=plan")
+        assert page.status_code == 200 and "scope <b>default</b> · read" in page.text
+
+
+def test_session_cookie_is_httponly_strict_and_hides_the_key(keyed) -> None:
+    client = httpx.Client(base_url=keyed.url, timeout=30)
+    form = client.get("/login")
+    response = client.post("/login", data={"key": keyed.tokens["write"], "csrf": _csrf(form.text)})
+    header = response.headers["set-cookie"]
+    assert header.startswith(f"{COOKIE}=")
+    assert "HttpOnly" in header and "SameSite=strict" in header.replace("Strict", "strict")
+    value = header.split(";", 1)[0].split("=", 1)[1]
+    secret = keyed.tokens["write"].rsplit("_", 1)[1]
+    assert secret not in value and keyed.tokens["write"] not in value
+
+
+@pytest.mark.parametrize("name", ["revoked", None])
+def test_an_unknown_or_revoked_key_does_not_log_in(keyed, name) -> None:
+    with httpx.Client(base_url=keyed.url, timeout=30) as client:
+        form = client.get("/login")
+        key = keyed.tokens[name] if name else "mempp_000000000000_" + "x" * 43
+        response = client.post("/login", data={"key": key, "csrf": _csrf(form.text)})
+        assert response.status_code == 401
+        assert "Unknown or revoked key" in response.text
+        assert client.get("/search", follow_redirects=False).status_code == 303
+
+
+def test_a_forged_or_foreign_cookie_is_no_session(keyed) -> None:
+    foreign = SessionCodec("another server's secret")
+    cookie = foreign.dump(foreign.new(keyed.tokens["write"]))
+    with httpx.Client(base_url=keyed.url, cookies={COOKIE: cookie}, timeout=30) as client:
+        assert client.get("/search", follow_redirects=False).status_code == 303
+    with httpx.Client(base_url=keyed.url, cookies={COOKIE: "garbage"}, timeout=30) as client:
+        assert client.get("/search", follow_redirects=False).status_code == 303
+
+
+def test_login_and_writes_refuse_a_missing_csrf_token(keyed) -> None:
+    with httpx.Client(base_url=keyed.url, timeout=30) as client:
+        client.get("/login")
+        response = client.post("/login", data={"key": keyed.tokens["write"], "csrf": "nope"})
+        assert_error_page(response, 403, "Form expired")
+    client = login(keyed, "uploads")
+    before = len(Memory(keyed.db, scope="uploads", embedder=KeywordEmbedder(WORDS)))
+    response = client.post("/upload", files={"files": ("a.md", b"hello")}, data={"csrf": "forged"})
+    assert_error_page(response, 403, "Form expired")
+    assert len(Memory(keyed.db, scope="uploads", embedder=KeywordEmbedder(WORDS))) == before
+
+
+def test_logout_ends_the_session(keyed) -> None:
+    client = login(keyed, "read")
+    page = client.get("/search")
+    response = client.post("/logout", data={"csrf": _csrf(page.text)})
+    assert response.status_code == 303
+    assert client.get("/search", follow_redirects=False).status_code == 303
+
+
+def test_login_never_redirects_off_the_site(keyed) -> None:
+    with httpx.Client(base_url=keyed.url, timeout=30) as client:
+        form = client.get("/login?next=//evil.example/x")
+        response = client.post(
+            "/login",
+            data={"key": keyed.tokens["read"], "csrf": _csrf(form.text), "next": "//evil.example"},
+            follow_redirects=False,
+        )
+        assert response.headers["location"] == "/"
+
+
+# -- pages ---------------------------------------------------------------------------------
+def test_search_shows_rank_date_author_legs_and_links(served) -> None:
+    client = login(served, "read")
+    page = client.get("/search", params={"q": "Team plan pricing", "k": "5"})
+    assert page.status_code == 200
+    assert len(re.findall(r'<li class="hit[ "]', page.text)) == 5
+    assert f'href="/records/{served.ids["reversal"]}"' in page.text
+    assert "Dana Whitfield" in page.text and "2024-09-30" in page.text
+    assert re.search(r"lex #\d", page.text)
+    assert "recency slot" in page.text  # k=5 leaves 2 fused rows and 3 recency slots
+    # The slider spans the scope's dates.
+    assert 'data-first="2024-01-15"' in page.text
+
+
+def test_search_as_of_leaves_later_records_out(served) -> None:
+    client = login(served, "read")
+    page = client.get("/search", params={"q": "Team plan pricing", "as_of": "2024-06-30"})
+    days = re.findall(r'<time class="date" datetime="([\d-]+)"', page.text)
+    assert days and max(days) <= "2024-06-30"
+    assert f'href="/records/{served.ids["reversal"]}"' not in page.text
+
+
+def test_evidence_shows_the_block_with_budget_and_record_links(served) -> None:
+    client = login(served, "read")
+    memory = Memory(served.db, embedder=KeywordEmbedder(WORDS))
+    expected = memory.evidence("Team plan", k=4, budget=500)
+    page = client.get("/evidence", params={"q": "Team plan", "k": "4", "budget": "500"})
+    assert page.status_code == 200
+    assert f"{len(expected.text)} of 500 characters" in page.text
+    for row in expected.rows:
+        assert f'<a href="/records/{row.id}">' in page.text
+    assert "Ask the model" not in page.text  # no LLM configured
+
+
+def test_record_page_shows_both_supersession_directions_and_the_log(served) -> None:
+    client = login(served, "read")
+    ids = served.ids
+    page = client.get(f"/records/{ids['raise']}")
+    assert page.status_code == 200
+    replaced = page.text.split("It replaced", 1)[1].split("Replaced by", 1)
+    assert f'href="/records/{ids["kickoff"]}"' in replaced[0]
+    assert f'href="/records/{ids["reversal"]}"' in replaced[1]
+    assert "consolidate #" in page.text and "conflict" in page.text
+    first = client.get(f"/records/{ids['kickoff']}")
+    # The chain goes on: the kickoff was replaced by the raise, which the reversal replaced.
+    newer = first.text.split("Replaced by", 1)[1]
+    assert newer.index(f"record {ids['raise']}") < newer.index(f"record {ids['reversal']}")
+
+
+def test_record_page_shows_the_thread_that_follows(served) -> None:
+    client = login(served, "read")
+    page = client.get(f"/records/{served.ids['thread_first']}")
+    assert "Thread launch-2024" in page.text
+    assert f'href="/records/{served.ids["thread_last"]}"' in page.text
+
+
+# -- bad input -----------------------------------------------------------------------------
+def test_another_scopes_record_is_not_found(served) -> None:
+    client = login(served, "read")
+    response = client.get(f"/records/{served.ids['other']}")
+    assert_error_page(response, 404, "No such record")
+    assert "secret" not in response.text
+
+
+@pytest.mark.parametrize(
+    ("path", "status", "phrase"),
+    [
+        ("/records/abc", 404, "not a record id"),
+        ("/records/0", 404, "no record"),
+        ("/records/99999", 404, "no record 99999"),
+        ("/search?q=plan&as_of=2024-13-45", 400, "as_of"),
+        ("/search?q=plan&as_of=yesterday", 400, "as_of"),
+        ("/search?q=plan&k=lots", 400, "k:"),
+        ("/search?q=plan&k=0", 400, "k:"),
+        ("/evidence?q=plan&budget=-3", 400, "budget"),
+    ],
+)
+def test_bad_input_gets_a_readable_page(served, path, status, phrase) -> None:
+    client = login(served, "read")
+    assert_error_page(client.get(path), status, phrase)
+
+
+def test_read_keys_cannot_upload(keyed) -> None:
+    client = login(keyed, "read")
+    assert_error_page(client.get("/upload"), 403, "write role")
+    assert "/upload" not in client.get("/search").text.split("</nav>")[0]
+
+
+# -- upload --------------------------------------------------------------------------------
+def _upload(client: httpx.Client, files, fragment: bool = False) -> httpx.Response:
+    token = _csrf(client.get("/upload").text)
+    headers = {"X-Mempp-Fragment": "1"} if fragment else {}
+    return client.post("/upload", files=files, data={"csrf": token}, headers=headers)
+
+
+def test_upload_stores_files_and_reports_per_item(uploads) -> None:
+    client = login(uploads, "uploads")
+    note = b"---\nauthor: Ana\ndate: 2024-10-01\n---\nThe launch moved to Tuesday.\n"
+    lines = b'{"text": "Seat count is 40.", "date": "2024-10-02"}\nnot json\n{"author": "x"}\n'
+    response = _upload(
+        client, [("files", ("note.md", note)), ("files", ("batch.jsonl", lines))], fragment=True
+    )
+    assert response.status_code == 200
+    assert "added 2, skipped 0, failed 2" in response.text
+    assert "batch.jsonl:2" in response.text and "invalid JSON" in response.text
+    assert "batch.jsonl:3" in response.text and "missing &#39;text&#39;" in response.text
+    again = _upload(client, [("files", ("note.md", note))])
+    assert "added 0, skipped 1 (1 duplicate)" in again.text
+    memory = Memory(uploads.db, scope=uploads.upload_scope, embedder=KeywordEmbedder(WORDS))
+    stored = {r.text: r for r in memory.records()}
+    assert stored["The launch moved to Tuesday."].source == "note.md"
+    assert stored["The launch moved to Tuesday."].author == "Ana"
+
+
+@pytest.mark.parametrize("fragment", [False, True])
+def test_upload_of_the_wrong_kind_stores_nothing(uploads, fragment) -> None:
+    client = login(uploads, "uploads")
+    memory = Memory(uploads.db, scope=uploads.upload_scope, embedder=KeywordEmbedder(WORDS))
+    before = len(memory)
+    response = _upload(
+        client,
+        [("files", ("ok.txt", b"fine text")), ("files", ("photo.png", b"\x89PNG..."))],
+        fragment=fragment,
+    )
+    assert response.status_code == 400
+    assert "photo.png" in response.text and "Nothing was stored" in response.text
+    assert len(memory) == before
+
+
+def test_upload_with_no_file_is_refused(uploads) -> None:
+    client = login(uploads, "uploads")
+    token = _csrf(client.get("/upload").text)
+    assert_error_page(client.post("/upload", data={"csrf": token}), 400, "at least one file")
+
+
+def test_web_routes_stay_out_of_the_api_schema(served) -> None:
+    schema = httpx.get(served.url + "/openapi.json", timeout=30).json()
+    assert not any(path in schema["paths"] for path in ("/search", "/login", "/upload", "/"))
+
+
+def test_assets_ship_in_the_package(served) -> None:
+    for asset in ("mempp.css", "mempp.js", "favicon.svg"):
+        assert httpx.get(f"{served.url}/static/{asset}", timeout=30).status_code == 200
+
+
+# -- a server without keys (loopback) ------------------------------------------------------
+def test_a_keyless_loopback_server_serves_the_default_scope_with_csrf(tmp_path: Path) -> None:
+    with running_server(tmp_path, with_keys=False) as server:
+        client = httpx.Client(base_url=server.url, timeout=30)
+        page = client.get("/search?q=plan")
+        assert page.status_code == 200 and "scope <b>default</b> · admin" in page.text
+        assert "Log out" not in page.text
+        response = client.post("/upload", files={"files": ("a.md", b"x")}, data={"csrf": "no"})
+        assert response.status_code == 403
+        ok = _upload(client, [("files", ("a.md", b"A keyless note."))])
+        assert "added 1" in ok.text

@@ -1,0 +1,122 @@
+"""A real mempp server on a loopback port for the web page's tests (HTTP and browser).
+
+``running_server`` builds a SQLite store with the example folder, a thread and a
+supersession chain written through the change log, makes API keys (where the engine keeps
+them; else the server runs keyless on loopback, every request the default scope's admin), and
+serves ``create_app`` with uvicorn in a thread until the block ends.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import uvicorn
+
+from mempp import Memory
+from mempp.ingest import read_sources
+from mempp.server import keys
+from mempp.server.app import create_app
+from mempp.server.state import ServerState
+from mempp.store.base import GroupOutcome, StateChange
+
+from conftest import KeywordEmbedder
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "acme"
+WORDS = ["team", "plan", "pricing", "launch", "secret", "seat", "webhook"]
+THREAD = [
+    ("Launch checklist: docs, pricing page, status page.", "2024-05-02"),
+    ("Status page is live; docs still pending.", "2024-05-03"),
+    ("Docs done. We are ready to launch on Monday.", "2024-05-06"),
+]
+
+
+@dataclass
+class Served:
+    url: str
+    db: Path
+    tokens: dict[str, str] = field(default_factory=dict)
+    ids: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def upload_scope(self) -> str:
+        """Where the "uploads" key writes; a keyless server writes the default scope."""
+        return "uploads" if self.tokens else "default"
+
+
+def fill(db: Path) -> dict[str, int]:
+    """The store the tests read: returns the ids they refer to by name."""
+    with Memory(db, embedder=KeywordEmbedder(WORDS)) as memory:
+        docs = [item.document for item in read_sources([str(EXAMPLES)])]
+        added = memory.add_many([d for d in docs if d is not None])
+        by_day = {
+            d.date.day: r.id for d, r in zip(docs, added, strict=True) if d and d.date and r.id
+        }
+        thread_ids = [
+            memory.add(text, author="Lena Park", date=day, thread="launch-2024").id
+            for text, day in THREAD
+        ]
+        kickoff, raise_, reversal = by_day["2024-01-15"], by_day["2024-03-08"], by_day["2024-09-30"]
+        store = memory.store
+        run = store.begin_run(memory.scope, kind="consolidate", dry_run=False, settings={})
+        changes = (
+            StateChange(kickoff, "active", None, "active", raise_),
+            StateChange(raise_, "active", None, "active", reversal),
+        )
+        members = (kickoff, raise_, reversal)
+        store.record_group(memory.scope, run, GroupOutcome(0, "conflict", members, changes))
+        store.finish_run(memory.scope, run, {"groups": 1})
+    with Memory(db, scope="other", embedder=KeywordEmbedder(WORDS)) as other:
+        secret = other.add("Other tenant's secret plan.", author="Eve", date="2024-02-01").id
+    assert secret is not None
+    return {
+        "kickoff": kickoff,
+        "raise": raise_,
+        "reversal": reversal,
+        "thread_first": thread_ids[0],
+        "thread_last": thread_ids[-1],
+        "other": secret,
+    }
+
+
+@contextmanager
+def running_server(tmp: Path, *, with_keys: bool = True) -> Iterator[Served]:
+    db = tmp / "web.db"
+    ids = fill(db)
+    state = ServerState(str(db), host="127.0.0.1", embedder=KeywordEmbedder(WORDS))
+    tokens: dict[str, str] = {}
+    if with_keys and keys.supports_keys(state.store):
+        for name, scope, role in [
+            ("write", "default", "write"),
+            ("read", "default", "read"),
+            ("other", "other", "read"),
+            ("uploads", "uploads", "write"),
+            ("revoked", "default", "read"),
+        ]:
+            key, token = keys.create_key(state.store, scope=scope, role=role)
+            tokens[name] = token
+            if name == "revoked":
+                keys.revoke_key(state.store, key.key_id)
+    app = create_app(state, mcp=False)
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started:
+        if time.monotonic() > deadline or not thread.is_alive():
+            raise RuntimeError("uvicorn did not start")
+        time.sleep(0.02)
+    try:
+        yield Served(f"http://127.0.0.1:{port}", db, tokens, ids)
+    finally:
+        server.should_exit = True
+        thread.join(timeout=30)
+        sock.close()
