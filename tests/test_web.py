@@ -18,20 +18,13 @@ from mempp.server.web.session import COOKIE, SessionCodec
 from web_support import WORDS, running_server
 
 from conftest import KeywordEmbedder
+from fake_openai import FakeOpenAI, fast_client
 
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory):
     with running_server(tmp_path_factory.mktemp("web")) as server:
         yield server
-
-
-@pytest.fixture
-def keyed(served):
-    """The module's server, for tests about keys (skipped while the engine keeps none)."""
-    if not served.tokens:
-        pytest.skip("this store engine keeps no API keys yet: the server runs keyless")
-    return served
 
 
 @pytest.fixture
@@ -42,16 +35,13 @@ def uploads(tmp_path: Path):
 
 
 def _csrf(html: str) -> str:
-    found = re.search(r'name="csrf" value="([^"]+)"', html)
+    found = re.search(r'name="(?:mempp-)?csrf" (?:value|content)="([^"]+)"', html)
     assert found, "no CSRF field on the page"
     return found.group(1)
 
 
 def login(served, name: str) -> httpx.Client:
-    """A client logged in with the named key (on a keyless server: a plain visitor)."""
     client = httpx.Client(base_url=served.url, follow_redirects=False, timeout=30)
-    if not served.tokens:
-        return client
     form = client.get("/login")
     response = client.post(
         "/login", data={"key": served.tokens[name], "csrf": _csrf(form.text), "next": "/search"}
@@ -71,8 +61,8 @@ def assert_error_page(response: httpx.Response, status: int, *phrases: str) -> N
 
 
 # -- login and sessions --------------------------------------------------------------------
-def test_pages_ask_for_a_login_and_come_back_after_it(keyed) -> None:
-    with httpx.Client(base_url=keyed.url, timeout=30) as client:
+def test_pages_ask_for_a_login_and_come_back_after_it(served) -> None:
+    with httpx.Client(base_url=served.url, timeout=30) as client:
         first = client.get("/search?q=plan", follow_redirects=False)
         assert first.status_code == 303
         assert first.headers["location"] == "/login?next=%2Fsearch%3Fq%3Dplan"
@@ -80,7 +70,7 @@ def test_pages_ask_for_a_login_and_come_back_after_it(keyed) -> None:
         assert 'value="/search?q=plan"' in form.text
         done = client.post(
             "/login",
-            data={"key": keyed.tokens["read"], "csrf": _csrf(form.text), "next": "/search?q=plan"},
+            data={"key": served.tokens["read"], "csrf": _csrf(form.text), "next": "/search?q=plan"},
             follow_redirects=False,
         )
         assert done.headers["location"] == "/search?q=plan"
@@ -88,64 +78,64 @@ def test_pages_ask_for_a_login_and_come_back_after_it(keyed) -> None:
         assert page.status_code == 200 and "scope <b>default</b> · read" in page.text
 
 
-def test_session_cookie_is_httponly_strict_and_hides_the_key(keyed) -> None:
-    client = httpx.Client(base_url=keyed.url, timeout=30)
+def test_session_cookie_is_httponly_strict_and_hides_the_key(served) -> None:
+    client = httpx.Client(base_url=served.url, timeout=30)
     form = client.get("/login")
-    response = client.post("/login", data={"key": keyed.tokens["write"], "csrf": _csrf(form.text)})
+    response = client.post("/login", data={"key": served.tokens["write"], "csrf": _csrf(form.text)})
     header = response.headers["set-cookie"]
     assert header.startswith(f"{COOKIE}=")
     assert "HttpOnly" in header and "SameSite=strict" in header.replace("Strict", "strict")
     value = header.split(";", 1)[0].split("=", 1)[1]
-    secret = keyed.tokens["write"].rsplit("_", 1)[1]
-    assert secret not in value and keyed.tokens["write"] not in value
+    secret = served.tokens["write"].rsplit("_", 1)[1]
+    assert secret not in value and served.tokens["write"] not in value
 
 
 @pytest.mark.parametrize("name", ["revoked", None])
-def test_an_unknown_or_revoked_key_does_not_log_in(keyed, name) -> None:
-    with httpx.Client(base_url=keyed.url, timeout=30) as client:
+def test_an_unknown_or_revoked_key_does_not_log_in(served, name) -> None:
+    with httpx.Client(base_url=served.url, timeout=30) as client:
         form = client.get("/login")
-        key = keyed.tokens[name] if name else "mempp_000000000000_" + "x" * 43
+        key = served.tokens[name] if name else "mempp_000000000000_" + "x" * 43
         response = client.post("/login", data={"key": key, "csrf": _csrf(form.text)})
         assert response.status_code == 401
         assert "Unknown or revoked key" in response.text
         assert client.get("/search", follow_redirects=False).status_code == 303
 
 
-def test_a_forged_or_foreign_cookie_is_no_session(keyed) -> None:
+def test_a_forged_or_foreign_cookie_is_no_session(served) -> None:
     foreign = SessionCodec("another server's secret")
-    cookie = foreign.dump(foreign.new(keyed.tokens["write"]))
-    with httpx.Client(base_url=keyed.url, cookies={COOKIE: cookie}, timeout=30) as client:
+    cookie = foreign.dump(foreign.new(served.tokens["write"]))
+    with httpx.Client(base_url=served.url, cookies={COOKIE: cookie}, timeout=30) as client:
         assert client.get("/search", follow_redirects=False).status_code == 303
-    with httpx.Client(base_url=keyed.url, cookies={COOKIE: "garbage"}, timeout=30) as client:
+    with httpx.Client(base_url=served.url, cookies={COOKIE: "garbage"}, timeout=30) as client:
         assert client.get("/search", follow_redirects=False).status_code == 303
 
 
-def test_login_and_writes_refuse_a_missing_csrf_token(keyed) -> None:
-    with httpx.Client(base_url=keyed.url, timeout=30) as client:
+def test_login_and_writes_refuse_a_missing_csrf_token(served) -> None:
+    with httpx.Client(base_url=served.url, timeout=30) as client:
         client.get("/login")
-        response = client.post("/login", data={"key": keyed.tokens["write"], "csrf": "nope"})
+        response = client.post("/login", data={"key": served.tokens["write"], "csrf": "nope"})
         assert_error_page(response, 403, "Form expired")
-    client = login(keyed, "uploads")
-    before = len(Memory(keyed.db, scope="uploads", embedder=KeywordEmbedder(WORDS)))
+    client = login(served, "uploads")
+    before = len(Memory(served.db, scope="uploads", embedder=KeywordEmbedder(WORDS)))
     response = client.post("/upload", files={"files": ("a.md", b"hello")}, data={"csrf": "forged"})
     assert_error_page(response, 403, "Form expired")
-    assert len(Memory(keyed.db, scope="uploads", embedder=KeywordEmbedder(WORDS))) == before
+    assert len(Memory(served.db, scope="uploads", embedder=KeywordEmbedder(WORDS))) == before
 
 
-def test_logout_ends_the_session(keyed) -> None:
-    client = login(keyed, "read")
+def test_logout_ends_the_session(served) -> None:
+    client = login(served, "read")
     page = client.get("/search")
     response = client.post("/logout", data={"csrf": _csrf(page.text)})
     assert response.status_code == 303
     assert client.get("/search", follow_redirects=False).status_code == 303
 
 
-def test_login_never_redirects_off_the_site(keyed) -> None:
-    with httpx.Client(base_url=keyed.url, timeout=30) as client:
+def test_login_never_redirects_off_the_site(served) -> None:
+    with httpx.Client(base_url=served.url, timeout=30) as client:
         form = client.get("/login?next=//evil.example/x")
         response = client.post(
             "/login",
-            data={"key": keyed.tokens["read"], "csrf": _csrf(form.text), "next": "//evil.example"},
+            data={"key": served.tokens["read"], "csrf": _csrf(form.text), "next": "//evil.example"},
             follow_redirects=False,
         )
         assert response.headers["location"] == "/"
@@ -207,6 +197,38 @@ def test_record_page_shows_the_thread_that_follows(served) -> None:
     assert f'href="/records/{served.ids["thread_last"]}"' in page.text
 
 
+def test_ask_answers_with_links_to_the_cited_records(tmp_path: Path) -> None:
+    with (
+        FakeOpenAI() as llm_server,
+        running_server(tmp_path, llm=fast_client(llm_server)) as served,
+    ):
+        reversal = served.ids["reversal"]
+        llm_server.reply_json({"answer": "$12 on annual contracts.", "citations": [reversal]})
+        client = login(served, "read")
+        page = client.get("/evidence", params={"q": "Team plan price", "as_of": "2024-12-31"})
+        assert "Ask the model" in page.text
+        answer = client.post(
+            "/ask",
+            data={"q": "Team plan price", "as_of": "2024-12-31", "csrf": _csrf(page.text)},
+        )
+        assert answer.status_code == 200
+        section = answer.text.split('aria-label="answer"', 1)[1].split("</section>", 1)[0]
+        assert "$12 on annual contracts." in section
+        assert f'href="/records/{reversal}"' in section
+        prompt = llm_server.requests[0].body["messages"][-1]["content"]
+        assert f"record {reversal}" in prompt and "2024-12-31" in prompt
+        refused = client.post("/ask", data={"q": "Team plan price", "csrf": "forged"})
+        assert_error_page(refused, 403, "Form expired")
+        assert len(llm_server.requests) == 1
+
+
+def test_ask_without_a_language_model_is_a_readable_refusal(served) -> None:
+    client = login(served, "read")
+    token = _csrf(client.get("/evidence").text)
+    response = client.post("/ask", data={"q": "Team plan", "csrf": token})
+    assert_error_page(response, 503, "no LLM endpoint")
+
+
 # -- bad input -----------------------------------------------------------------------------
 def test_another_scopes_record_is_not_found(served) -> None:
     client = login(served, "read")
@@ -233,8 +255,8 @@ def test_bad_input_gets_a_readable_page(served, path, status, phrase) -> None:
     assert_error_page(client.get(path), status, phrase)
 
 
-def test_read_keys_cannot_upload(keyed) -> None:
-    client = login(keyed, "read")
+def test_read_keys_cannot_upload(served) -> None:
+    client = login(served, "read")
     assert_error_page(client.get("/upload"), 403, "write role")
     assert "/upload" not in client.get("/search").text.split("</nav>")[0]
 
@@ -259,7 +281,7 @@ def test_upload_stores_files_and_reports_per_item(uploads) -> None:
     assert "batch.jsonl:3" in response.text and "missing &#39;text&#39;" in response.text
     again = _upload(client, [("files", ("note.md", note))])
     assert "added 0, skipped 1 (1 duplicate)" in again.text
-    memory = Memory(uploads.db, scope=uploads.upload_scope, embedder=KeywordEmbedder(WORDS))
+    memory = Memory(uploads.db, scope="uploads", embedder=KeywordEmbedder(WORDS))
     stored = {r.text: r for r in memory.records()}
     assert stored["The launch moved to Tuesday."].source == "note.md"
     assert stored["The launch moved to Tuesday."].author == "Ana"
@@ -268,7 +290,7 @@ def test_upload_stores_files_and_reports_per_item(uploads) -> None:
 @pytest.mark.parametrize("fragment", [False, True])
 def test_upload_of_the_wrong_kind_stores_nothing(uploads, fragment) -> None:
     client = login(uploads, "uploads")
-    memory = Memory(uploads.db, scope=uploads.upload_scope, embedder=KeywordEmbedder(WORDS))
+    memory = Memory(uploads.db, scope="uploads", embedder=KeywordEmbedder(WORDS))
     before = len(memory)
     response = _upload(
         client,
