@@ -13,7 +13,11 @@ import pytest
 pytest.importorskip("jinja2")
 pytest.importorskip("fastapi")
 
+from fastapi import FastAPI
+
 from mempp import Memory
+from mempp.records import Hit, Record
+from mempp.server.web import mount
 from mempp.server.web.session import COOKIE, SessionCodec
 from web_support import WORDS, running_server
 
@@ -146,13 +150,34 @@ def test_search_shows_rank_date_author_legs_and_links(served) -> None:
     client = login(served, "read")
     page = client.get("/search", params={"q": "Team plan pricing", "k": "5"})
     assert page.status_code == 200
-    assert len(re.findall(r'<li class="hit[ "]', page.text)) == 5
-    assert f'href="/records/{served.ids["reversal"]}"' in page.text
+    expected = Memory(served.db, embedder=KeywordEmbedder(WORDS)).search("Team plan pricing", k=5)
+    shown = re.findall(
+        r'<li class="hit( reserved)?" data-date="[^"]*">\s*<div class="hit-head">'
+        r'\s*<span class="rank" title="rank">(\d+)</span>\s*<a class="hit-link" '
+        r'href="/records/(\d+)">',
+        page.text,
+    )
+    assert [(int(rank), int(rid), bool(slot)) for slot, rank, rid in shown] == [
+        (hit.rank, hit.id, hit.reserved) for hit in expected
+    ]
+    for hit in expected:
+        for leg, leg_rank in hit.leg_ranks.items():
+            assert f"{leg} #{leg_rank}" in page.text
+    assert page.text.count("recency slot</span>") == sum(hit.reserved for hit in expected)
     assert "Dana Whitfield" in page.text and "2024-09-30" in page.text
-    assert re.search(r"lex #\d", page.text)
-    assert "recency slot" in page.text  # k=5 leaves 2 fused rows and 3 recency slots
     # The slider spans the scope's dates.
     assert 'data-first="2024-01-15"' in page.text
+
+
+def test_a_recency_slot_is_marked_as_one() -> None:
+    # How many slots a search reserves depends on k and the preset; the mark must not.
+    app = FastAPI()
+    mount(app, secret="test")
+    record = Record(7, "Newest note.", "Ana", "2024-05-01", (), None, "default", "", "active", None)
+    hit = Hit(record, 3, 0.01, {"vec": 5}, reserved=True)
+    html = app.state.mempp_web_templates.get_template("_hit.html").render(hit=hit, excerpt=280)
+    assert '<li class="hit reserved"' in html and "recency slot</span>" in html
+    assert "vec #5" in html and 'href="/records/7"' in html
 
 
 def test_search_as_of_leaves_later_records_out(served) -> None:
