@@ -215,6 +215,30 @@ def test_record_page_shows_both_supersession_directions_and_the_log(served) -> N
     assert newer.index(f"record {ids['raise']}") < newer.index(f"record {ids['reversal']}")
 
 
+def test_timeline_draws_versions_arrows_and_the_as_of_line(served) -> None:
+    client = login(served, "read")
+    ids = served.ids
+    page = client.get("/timeline", params={"record": ids["kickoff"], "as_of": "2024-06-30"})
+    assert page.status_code == 200
+    svg = page.text.split("<svg", 1)[1].split("</svg>", 1)[0]
+    points = re.findall(
+        r'class="version (\w+)( after)?[^"]*" data-date="([\d-]+)" data-id="(\d+)"', svg
+    )
+    assert {int(p[3]) for p in points} == {ids["kickoff"], ids["raise"], ids["reversal"]}
+    assert all(bool(p[1]) == (p[2] > "2024-06-30") for p in points)
+    assert svg.count('class="arrow"') == 2
+    assert f"record {ids['kickoff']} superseded by record {ids['raise']}" in svg
+    assert 'class="as-of-line"' in svg and 'visibility="hidden"' not in svg
+    assert "Priya Nair" in svg and "Dana Whitfield" in svg  # a lane per author
+
+
+def test_another_scopes_record_has_no_timeline(served) -> None:
+    client = login(served, "read")
+    response = client.get("/timeline", params={"record": served.ids["other"]})
+    assert_error_page(response, 404, "No such record")
+    assert "secret" not in response.text
+
+
 def test_record_page_shows_the_thread_that_follows(served) -> None:
     client = login(served, "read")
     page = client.get(f"/records/{served.ids['thread_first']}")
@@ -273,6 +297,9 @@ def test_another_scopes_record_is_not_found(served) -> None:
         ("/search?q=plan&k=lots", 400, "k:"),
         ("/search?q=plan&k=0", 400, "k:"),
         ("/evidence?q=plan&budget=-3", 400, "budget"),
+        ("/timeline", 400, "record:"),
+        ("/timeline?record=x1", 404, "not a record id"),
+        ("/timeline?record=1&as_of=2024-02-30", 400, "as_of"),
     ],
 )
 def test_bad_input_gets_a_readable_page(served, path, status, phrase) -> None:

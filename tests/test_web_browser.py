@@ -160,6 +160,36 @@ def test_open_a_record_and_follow_supersession(watched: Watched) -> None:
     page.wait_for_url(f"**/records/{ids['raise']}")
 
 
+def test_open_a_timeline_and_move_its_as_of_line(watched: Watched) -> None:
+    page = watched.page
+    ids = watched.served.ids
+    watched.login("read")
+    watched.go(f"/records/{ids['raise']}")
+    page.click("#timeline-link")
+    page.wait_for_url(f"**/timeline?record={ids['raise']}")
+    chart = page.locator("svg.timeline")
+    assert chart.locator(".version").count() == 3  # kickoff, raise, reversal
+    assert chart.locator(".arrow").count() == 2  # each superseded by the next
+    assert chart.locator(".as-of-line").get_attribute("visibility") == "hidden"
+    watched.fits_width()
+    watched.shot("timeline")
+    slider = page.locator("#tl-as-of")
+    slider.focus()
+    page.keyboard.press("Home")  # the first day drawn: every version lies after it
+    assert chart.locator(".as-of-line").get_attribute("visibility") is None
+    assert chart.locator(".version.after").count() == 3
+    for _ in range(60):  # two months on: the kickoff (2024-01-15) is in force, the rest not
+        page.keyboard.press("ArrowRight")
+    day = page.inner_text("#tl-as-of-day")
+    assert "2024-01-15" <= day < "2024-03-08", day
+    after = chart.locator(".version.after").evaluate_all("els => els.map(e => e.dataset.id)")
+    assert sorted(map(int, after)) == sorted([ids["raise"], ids["reversal"]])
+    assert f"as_of={day}" in page.get_attribute("#tl-search", "href")
+    watched.shot("timeline-moved")
+    page.click(f'svg.timeline a[data-id="{ids["reversal"]}"]')  # a point opens its record
+    page.wait_for_url(f"**/records/{ids['reversal']}")
+
+
 def test_evidence_page(watched: Watched) -> None:
     page = watched.page
     watched.login("read")
