@@ -147,7 +147,10 @@ def test_ingest_reports_every_failure_and_keeps_going(capsys, tmp_path) -> None:
     code, out, err = run(capsys, "--db", db, "ingest", *_corpus(tmp_path), "--json")
     summary = json.loads(out)
     assert code == 3
-    assert summary["added"] == 5 and summary["skipped"] == 1 and summary["failed"] == 7
+    assert summary["added"] == 5 and summary["skipped"] == 2 and summary["failed"] == 7
+    # The file that is not read is told, not dropped in silence.
+    assert summary["skipped_by_reason"] == {"empty": 1, "not a document file": 1}
+    assert "ignored.csv: skipped: not a .md, .txt or .jsonl file" in err
     locations = [f["location"] for f in summary["failures"]]
     assert any(loc.endswith("feed.jsonl:2") for loc in locations)
     assert any(loc.endswith("feed.jsonl:4") for loc in locations)
@@ -166,7 +169,9 @@ def test_ingest_reports_every_failure_and_keeps_going(capsys, tmp_path) -> None:
     assert threads["Team plan raised to $15"] is None
     # Re-ingesting adds nothing new.
     code, out, _ = run(capsys, "--db", db, "ingest", *_corpus(tmp_path)[:2])
-    assert code == 3 and out.startswith("added 0, skipped 6 (5 duplicate, 1 empty), failed 6")
+    assert code == 3 and out.startswith(
+        "added 0, skipped 7 (5 duplicate, 1 empty, 1 not a document file), failed 6"
+    )
 
 
 def test_search_and_evidence_json(capsys, tmp_path) -> None:

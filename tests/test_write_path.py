@@ -120,13 +120,14 @@ def test_bad_inputs_are_clear_errors(keyword_memory) -> None:
             keyword_memory.add("x", date=bad)
     with pytest.raises(InvalidInput):
         keyword_memory.add(None)  # type: ignore[arg-type]
-    with pytest.raises(InvalidInput):
-        keyword_memory.add("x", tags="one-string")
+    for bad_tags in (True, 5, 1.5, [["nested"]], {"a": 1}, ["ok", None]):
+        with pytest.raises(InvalidInput, match=r"^tags"):
+            keyword_memory.add("x", tags=bad_tags)  # type: ignore[arg-type]
     with pytest.raises(InvalidInput):
         keyword_memory.add("x\x00y")
     with pytest.raises(InvalidInput):
         Document.create("x", author=5)  # type: ignore[arg-type]
-    with pytest.raises(InvalidInput, match="thread must be a string"):
+    with pytest.raises(InvalidInput, match=r"^thread: must be a string"):
         keyword_memory.add("x", thread=7)  # type: ignore[arg-type]
     for field in (
         {"author": "a\x00"},
@@ -146,6 +147,11 @@ def test_bad_inputs_are_clear_errors(keyword_memory) -> None:
         with pytest.raises(InvalidInput, match="lone surrogate"):
             keyword_memory.add(**{"text": "x", **field})
     assert len(keyword_memory) == 0
+
+
+def test_a_single_string_tag_is_one_tag(keyword_memory) -> None:
+    rid = keyword_memory.add("alpha", tags="release, notes").id
+    assert keyword_memory.get(rid).tags == ("release, notes",)
 
 
 def test_get_unknown_and_foreign_scope(db_path) -> None:

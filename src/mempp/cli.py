@@ -1,5 +1,5 @@
-"""The ``mempp`` command: add, ingest, get, info, export, search, evidence and ask over a store;
-serve, mcp and keys (``mempp.server``) put it behind agents.
+"""The ``mempp`` command: add, ingest, import, get, info, export, search, evidence and ask over
+a store; serve, mcp and keys (``mempp.server``) put it behind agents.
 
 Exit codes: 0 success, 1 operational error (store cannot be opened, ...), 2 bad input
 (bad date, bad option; nothing is stored), 3 ingest finished but some items failed.
@@ -13,10 +13,10 @@ import json
 import os
 import sqlite3
 import sys
-from collections import Counter
 from collections.abc import Sequence
-from typing import Any
+from typing import NoReturn
 
+from mempp import validate
 from mempp.encoders import ENV_ENCODER, embedder_named
 from mempp.errors import InvalidInput, MemppError
 from mempp.evidence import Evidence
@@ -27,6 +27,14 @@ EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_PARTIAL = 0, 1, 2, 3
 INFO_SCOPES_SHOWN = 10  # `info` names this many scopes; --json lists them all
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse that reports a bad command line in one line (and exit 2), like every other
+    mempp error, pointing at ``--help`` instead of printing the whole usage."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_USAGE, f"mempp: error: {message} (see {self.prog} --help)\n")
+
+
 class CliError(Exception):
     def __init__(self, message: str, code: int = EXIT_ERROR) -> None:
         super().__init__(message)
@@ -34,7 +42,7 @@ class CliError(Exception):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="mempp",
         description="Non-destructive memory: store dated documents whole, search as of any date.",
     )
@@ -66,10 +74,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add.add_argument("--json", action="store_true", help="print a JSON object")
 
-    ingest = commands.add_parser("ingest", help="store documents from JSONL files and folders")
-    ingest.add_argument("paths", nargs="+", metavar="PATH")
-    ingest.add_argument("--batch-size", type=int, default=64)
-    ingest.add_argument("--json", action="store_true", help="print a JSON summary")
+    from mempp.importers.cli import add_parser as add_import_parsers
+
+    add_import_parsers(commands)  # ingest and import
 
     get = commands.add_parser("get", help="print stored records whole, by id (any state)")
     get.add_argument("ids", nargs="+", type=_record_id, metavar="ID")
@@ -206,7 +213,8 @@ def _fail(message: str) -> None:
 
 
 def _dispatch(args: argparse.Namespace) -> int:
-    from mempp.dates import parse_as_of, parse_event_date
+    from mempp.dates import parse_as_of
+    from mempp.records import event_date
 
     if args.command == "bench":  # works on its own stores, not on --db
         from mempp.bench.cli import run as run_bench
@@ -217,17 +225,31 @@ def _dispatch(args: argparse.Namespace) -> int:
 
         return run_server(args)
 
-    # Validate every date before opening (and maybe creating) the store.
+    # Validate the command line before opening (and maybe creating) the store.
+    _check_options(args)
+    if args.command in ("ingest", "import"):
+        from mempp.importers.cli import run as run_import
+
+        return run_import(args, _open, _location(args))
     if getattr(args, "date", None) is not None:
-        parse_event_date(args.date)
+        event_date(args.date, "--date")
     if getattr(args, "as_of", None) is not None:
-        parse_as_of(args.as_of)
+        try:
+            parse_as_of(args.as_of)
+        except InvalidInput as exc:
+            raise exc.within("--as-of") from None
     if getattr(args, "preset", None) is not None:
         from mempp.settings import preset
 
-        preset(args.preset)
-    if getattr(args, "k", None) is not None and args.k < 1:
-        raise InvalidInput("-k must be >= 1")
+        try:
+            preset(args.preset)
+        except InvalidInput as exc:
+            raise exc.within("--preset") from None
+    if getattr(args, "k", None) is not None:
+        validate.count(args.k, "-k", maximum=validate.MAX_K)
+    for name in ("query", "question"):
+        if getattr(args, name, None) is not None:
+            validate.query(getattr(args, name), name)
     if args.command == "evidence":
         args.packing = _packing(args)  # validated before the store is opened
     if args.command == "export" and args.out is not None:
@@ -255,13 +277,11 @@ def _dispatch(args: argparse.Namespace) -> int:
             llm = LLMClient.from_env(base_url=args.llm_base_url, model=args.model)
     text = None
     if args.command == "add":
-        text = sys.stdin.read() if args.text == "-" else args.text
+        text = _read_stdin() if args.text == "-" else args.text
     memory = _open(args)
     with memory:
         if args.command == "add":
             return _add(memory, args, text or "")
-        if args.command == "ingest":
-            return _ingest(memory, args)
         if args.command == "get":
             return _get(memory, args)
         if args.command == "info":
@@ -278,12 +298,49 @@ def _dispatch(args: argparse.Namespace) -> int:
         return _evidence(memory, args)
 
 
+# Options whose value must be text a database or a URL can hold. argv bytes that are not
+# UTF-8 reach Python as lone surrogates; `text`, `query` and paths are judged where used.
+_TEXT_OPTIONS = (
+    "db",
+    "scope",
+    "encoder",
+    "author",
+    "source",
+    "thread",
+    "tags",
+    "preset",
+    "as_of",
+    "date",
+    "llm_base_url",
+    "model",
+    "out",
+)
+
+
+def _check_options(args: argparse.Namespace) -> None:
+    for name in _TEXT_OPTIONS:
+        value = getattr(args, name, None)
+        for item in value if isinstance(value, list) else [value]:
+            if item is not None:
+                validate.clean_text(item, "--" + name.replace("_", "-").removesuffix("s"))
+    if args.scope is not None:
+        validate.scope(args.scope, "--scope")
+
+
+def _read_stdin() -> str:
+    """Standard input as UTF-8 text, read as bytes so that bad bytes are an input error."""
+    buffer = getattr(sys.stdin, "buffer", None)
+    if buffer is None:  # replaced by a text stream (tests, embedding programs)
+        return sys.stdin.read()
+    return validate.decode_utf8(buffer.read(), "stdin")
+
+
 def _open(args: argparse.Namespace):  # type: ignore[no-untyped-def]
     from mempp.memory import DEFAULT_SCOPE, Memory
 
-    location = args.db or os.environ.get("MEMPP_DB") or "mempp.db"
+    location = _location(args)
     is_url = location.startswith(("postgresql://", "postgres://"))
-    if args.command not in ("add", "ingest") and not is_url:
+    if args.command not in ("add", "ingest", "import") and not is_url:
         path = location.removeprefix("sqlite:///")
         # Reading a mistyped path would silently create an empty store and find nothing.
         if path != ":memory:" and not os.path.exists(path):
@@ -294,6 +351,10 @@ def _open(args: argparse.Namespace):  # type: ignore[no-untyped-def]
     encodes = args.command not in ("get", "info", "export")  # these only read rows
     embedder = None if name is None or not encodes else embedder_named(name)
     return Memory(location, scope=args.scope or DEFAULT_SCOPE, embedder=embedder)
+
+
+def _location(args: argparse.Namespace) -> str:
+    return str(args.db or os.environ.get("MEMPP_DB") or "mempp.db")
 
 
 def _add(memory, args: argparse.Namespace, text: str) -> int:  # type: ignore[no-untyped-def]
@@ -312,60 +373,6 @@ def _add(memory, args: argparse.Namespace, text: str) -> int:  # type: ignore[no
     else:
         print(f"skipped ({result.skipped})", file=sys.stderr)
     return EXIT_OK
-
-
-def _ingest(memory, args: argparse.Namespace) -> int:  # type: ignore[no-untyped-def]
-    from tqdm import tqdm
-
-    from mempp.ingest import read_sources
-
-    if args.batch_size < 1:
-        raise InvalidInput("--batch-size must be >= 1")
-    failures: list[dict[str, str]] = []
-    skipped: Counter[str] = Counter()
-    added_ids: list[int] = []
-    batch: list[tuple[str, Any]] = []
-
-    def flush() -> None:
-        results = memory.add_many([doc for _, doc in batch], batch_size=len(batch))
-        for result in results:
-            if result.added:
-                added_ids.append(result.id)
-            else:
-                skipped[result.skipped] += 1
-        bar.update(len(batch))
-        batch.clear()
-
-    with tqdm(desc="ingest", unit="doc", file=sys.stderr, disable=None) as bar:
-        for item in read_sources(args.paths):
-            if item.document is None:
-                failures.append({"location": item.location, "reason": item.error or "unreadable"})
-                tqdm.write(f"{item.location}: {item.error}", file=sys.stderr)
-                continue
-            batch.append((item.location, item.document))
-            if len(batch) >= args.batch_size:
-                flush()
-        if batch:
-            flush()
-
-    summary = {
-        "added": len(added_ids),
-        "skipped": sum(skipped.values()),
-        "skipped_by_reason": dict(skipped),
-        "failed": len(failures),
-        "failures": failures,
-        "ids": added_ids,
-    }
-    if args.json:
-        _print_json(summary)
-    else:
-        reasons = ", ".join(f"{n} {why}" for why, n in sorted(skipped.items()))
-        print(
-            f"added {len(added_ids)}, skipped {sum(skipped.values())}"
-            + (f" ({reasons})" if reasons else "")
-            + f", failed {len(failures)}"
-        )
-    return EXIT_PARTIAL if failures else EXIT_OK
 
 
 def _record_id(value: str) -> int:

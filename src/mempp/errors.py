@@ -8,7 +8,27 @@ class MemppError(Exception):
 
 
 class InvalidInput(MemppError, ValueError):
-    """A caller passed a value mempp cannot accept (bad date, bad setting, bad record)."""
+    """A caller passed a value mempp cannot accept (bad date, bad setting, bad record).
+
+    ``field`` names the value at fault as a path a caller can act on (``tags``,
+    ``items[3].tags[0]``, ``notes.jsonl:12: date``); ``problem`` is what is wrong with it.
+    The message is ``"<field>: <problem>"``, or the problem alone when no field applies.
+    """
+
+    def __init__(self, problem: str, *, field: str | None = None) -> None:
+        super().__init__(f"{field}: {problem}" if field else problem)
+        self.problem = problem
+        self.field = field
+
+    def within(self, prefix: str) -> InvalidInput:
+        """The same error one level out: ``tags`` inside item 3 becomes ``items[3].tags``."""
+        if not self.field:
+            field = prefix
+        elif self.field.startswith("["):
+            field = prefix + self.field
+        else:
+            field = f"{prefix}.{self.field}"
+        return type(self)(self.problem, field=field)
 
 
 class InvalidDate(InvalidInput):

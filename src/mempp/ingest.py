@@ -1,25 +1,30 @@
 """Reading documents from files: JSONL, and folders of Markdown / text with YAML front matter.
 
 Every source yields ``(location, Document | error message)`` items, so one bad line or file
-is reported as ``file:line: reason`` and never stops the rest.
+is reported as ``file:line: reason`` and never stops the rest. A file in a folder that is not
+read is yielded as skipped, with why: nothing is left out silently.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator
+import re
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from datetime import date
 from pathlib import Path
 
 import yaml
 
-from mempp.errors import MemppError
+from mempp.errors import InvalidInput
 from mempp.records import Document
 
 TEXT_SUFFIXES = (".md", ".markdown", ".txt")
 JSONL_SUFFIXES = (".jsonl", ".ndjson")
 FIELDS = ("text", "author", "date", "tags", "source", "thread")
+# "2024-03-12 standup.txt", "2024-03-12-standup.md", "2024-03-12.md"
+_NAME_DATE = re.compile(r"^(\d{4}-\d{2}-\d{2})(?=$|[\s_.-])")
 
 
 class _FrontMatterLoader(yaml.SafeLoader):
@@ -34,50 +39,112 @@ _FrontMatterLoader.yaml_implicit_resolvers = {
 
 @dataclass(frozen=True, slots=True)
 class Item:
-    """One document read from a file, or the reason it could not be read."""
+    """One document read from a file, the reason it could not be read, or (``skipped``, the
+    reason counted, and ``detail``, what to tell) a file of a folder that is not read."""
 
     location: str
     document: Document | None
     error: str | None = None
+    skipped: str | None = None
+    detail: str | None = None
 
 
-def read_sources(paths: list[str]) -> Iterator[Item]:
+# Given a path that is not a document file, says which other source it is (a Slack export,
+# a mailbox) and how to import it; ``None`` when it is none of them.
+Recognizer = Callable[[Path], str | None]
+
+
+def read_sources(paths: list[str], recognize: Recognizer | None = None) -> Iterator[Item]:
     for raw in paths:
         path = Path(raw)
         if path.is_dir():
-            files = sorted(
-                p for p in path.rglob("*") if p.is_file() and p.suffix.lower() in TEXT_SUFFIXES
-            )
-            if not files:
-                yield Item(raw, None, "no .md or .txt files in this folder")
-            for file in files:
-                yield read_text_file(file)
+            yield from _read_folder(path, recognize)
         elif path.is_file() and path.suffix.lower() in JSONL_SUFFIXES:
             yield from read_jsonl(path)
         elif path.is_file() and path.suffix.lower() in TEXT_SUFFIXES:
             yield read_text_file(path)
         elif not path.exists():
-            yield Item(raw, None, "no such file or folder")
+            yield Item(shown_path(raw), None, "no such file or folder")
         else:
-            yield Item(raw, None, "not a .jsonl, .md or .txt file, nor a folder")
+            hint = recognize(path) if recognize is not None else None
+            reason = hint or "not a .jsonl, .md or .txt file, nor a folder"
+            yield Item(shown_path(raw), None, reason)
+
+
+def _read_folder(root: Path, recognize: Recognizer | None) -> Iterator[Item]:
+    """Every file under ``root`` in name order: documents read, the rest skipped with why. A
+    folder another importer reads (a Slack export, a Maildir) is skipped whole, as are
+    hidden ones (``.git``)."""
+    hint = recognize(root) if recognize is not None else None
+    if hint is not None:
+        yield Item(shown_path(root), None, skipped="other source", detail=hint)
+        return
+    read_any = False
+    for current, folders, files in os.walk(root):
+        here = Path(current)
+        folders.sort()
+        for name in list(folders):
+            sub = here / name
+            hint = recognize(sub) if recognize is not None else None
+            if name.startswith("."):
+                yield Item(shown_path(sub), None, skipped="hidden", detail="hidden folder")
+            elif hint is not None:
+                yield Item(shown_path(sub), None, skipped="other source", detail=hint)
+            else:
+                continue
+            folders.remove(name)
+        for name in sorted(files):
+            file = here / name
+            suffix = file.suffix.lower()
+            if name.startswith("."):
+                yield Item(shown_path(file), None, skipped="hidden", detail="hidden file")
+            elif suffix in TEXT_SUFFIXES:
+                read_any = True
+                yield read_text_file(file)
+            elif suffix in JSONL_SUFFIXES:
+                read_any = True
+                yield from read_jsonl(file)
+            else:
+                hint = recognize(file) if recognize is not None else None
+                if hint is not None:
+                    yield Item(shown_path(file), None, skipped="other source", detail=hint)
+                else:
+                    yield Item(
+                        shown_path(file),
+                        None,
+                        skipped="not a document file",
+                        detail="not a .md, .txt or .jsonl file",
+                    )
+    if not read_any:
+        yield Item(shown_path(root), None, "no .md, .txt or .jsonl files in this folder")
+
+
+def shown_path(path: str | os.PathLike[str]) -> str:
+    """A path as printable text: bytes of a file name that are not UTF-8 (which Python holds
+    as lone surrogates) shown as ``\\xNN`` escapes."""
+    return os.fsencode(path).decode("utf-8", "backslashreplace")
 
 
 def read_jsonl(path: Path) -> Iterator[Item]:
+    name = shown_path(path)
     try:
-        handle = path.open(encoding="utf-8")
+        # utf-8-sig: a byte-order mark some editors write is not part of the first line.
+        handle = path.open(encoding="utf-8-sig")
     except OSError as exc:
-        yield Item(str(path), None, exc.strerror or str(exc))
+        yield Item(name, None, exc.strerror or str(exc))
         return
     with handle:
         number = 0
         try:
             for number, line in enumerate(handle, start=1):
-                location = f"{path}:{number}"
+                location = f"{name}:{number}"
                 if not line.strip():
                     continue
                 yield parse_json_line(location, line)
         except UnicodeDecodeError as exc:
-            yield Item(f"{path}:{number + 1}", None, f"not UTF-8 text ({exc.reason})")
+            yield Item(f"{name}:{number + 1}", None, f"not UTF-8 text ({exc.reason})")
+        except OSError as exc:
+            yield Item(f"{name}:{number + 1}", None, exc.strerror or str(exc))
 
 
 def parse_json_line(location: str, line: str) -> Item:
@@ -86,22 +153,26 @@ def parse_json_line(location: str, line: str) -> Item:
         obj = json.loads(line)
     except json.JSONDecodeError as exc:
         return Item(location, None, f"invalid JSON: {exc.msg} (column {exc.colno})")
+    except RecursionError:
+        return Item(location, None, "invalid JSON: nested too deeply")
+    except ValueError as exc:  # an integer of more than 4,300 digits
+        return Item(location, None, f"invalid JSON: {_first_line(exc)}")
     if not isinstance(obj, dict):
         return Item(location, None, "each line must be a JSON object")
-    if "text" not in obj:
-        return Item(location, None, "missing 'text'")
-    return _document(location, {k: obj.get(k) for k in FIELDS})
+    if "source" not in obj:  # an explicit null (as `mempp export` writes) stays no source
+        obj = {**obj, "source": location}
+    return _document(location, obj)
 
 
 def read_text_file(path: Path) -> Item:
-    location = str(path)
+    location = shown_path(path)
     try:
-        raw = path.read_text(encoding="utf-8")
+        raw = path.read_text(encoding="utf-8-sig")
     except UnicodeDecodeError as exc:
         return Item(location, None, f"not UTF-8 text ({exc.reason})")
     except OSError as exc:
         return Item(location, None, exc.strerror or str(exc))
-    meta: dict[str, object] = {}
+    meta: dict[object, object] = {}
     body = raw
     if raw.startswith("---"):
         lines = raw.splitlines(keepends=True)
@@ -114,38 +185,52 @@ def read_text_file(path: Path) -> Item:
             try:
                 parsed = yaml.load("".join(lines[1:end]), Loader=_FrontMatterLoader)
             except yaml.YAMLError as exc:
-                mark = getattr(exc, "problem_mark", None)
-                line = f":{mark.line + 2}" if mark is not None else ":1"
-                return Item(f"{location}{line}", None, f"invalid YAML front matter: {exc}")
+                return _yaml_error(location, exc)
+            except RecursionError:
+                return Item(f"{location}:1", None, "invalid YAML front matter: nested too deeply")
+            except ValueError as exc:  # an integer of more than 4,300 digits
+                return Item(f"{location}:1", None, f"invalid YAML front matter: {_first_line(exc)}")
             if parsed is not None and not isinstance(parsed, dict):
                 return Item(f"{location}:1", None, "front matter must be a YAML mapping")
             meta = parsed or {}
             body = "".join(lines[end + 1 :])
     fields = {k: meta.get(k) for k in FIELDS if k != "text"}
     fields["text"] = body.strip("\n")
+    if fields.get("date") is None:
+        fields["date"] = _date_in_name(path.name)
     if fields.get("source") is None:
-        fields["source"] = os.fspath(path)
+        fields["source"] = location
     return _document(location, fields)
 
 
-def _document(location: str, fields: dict[str, object]) -> Item:
-    tags = fields.get("tags")
-    if tags is None:
-        tags = ()
-    elif isinstance(tags, str):
-        tags = [t for t in (part.strip() for part in tags.split(",")) if t]
-    author = fields.get("author")
-    source = fields.get("source")
-    thread = fields.get("thread")
+def _date_in_name(name: str) -> str | None:
+    """The ``YYYY-MM-DD`` a file name starts with, if it is a real day."""
+    match = _NAME_DATE.match(name)
+    if match is None:
+        return None
     try:
-        doc = Document.create(
-            fields.get("text"),  # type: ignore[arg-type]
-            author=None if author is None else str(author),
-            date=fields.get("date"),  # type: ignore[arg-type]
-            tags=[str(t) for t in tags] if isinstance(tags, list | tuple) else tags,  # type: ignore[arg-type]
-            source=None if source is None else str(source),
-            thread=None if thread is None else str(thread),
-        )
-    except MemppError as exc:
+        date.fromisoformat(match.group(1))
+    except ValueError:
+        return None
+    return match.group(1)
+
+
+def _yaml_error(location: str, exc: yaml.YAMLError) -> Item:
+    """One line: where (the file's line, counting the opening ---) and the parser's problem."""
+    mark = getattr(exc, "problem_mark", None)
+    line = f":{mark.line + 2}" if mark is not None else ":1"
+    problem = getattr(exc, "problem", None) or getattr(exc, "context", None) or str(exc)
+    return Item(f"{location}{line}", None, f"invalid YAML front matter: {_first_line(problem)}")
+
+
+def _first_line(value: object) -> str:
+    text = str(value).strip()
+    return text.splitlines()[0] if text else "unreadable"
+
+
+def _document(location: str, fields: dict[object, object]) -> Item:
+    try:
+        doc = Document.from_fields(fields, numbers_as_text=True)  # type: ignore[arg-type]
+    except InvalidInput as exc:
         return Item(location, None, str(exc))
     return Item(location, doc)

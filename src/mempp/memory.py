@@ -18,12 +18,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from mempp import validate
 from mempp.dates import key_to_datetime, parse_as_of
 from mempp.encoders import Embedder, default_embedder
-from mempp.errors import EncoderMismatch, InvalidInput, RecordNotFound
+from mempp.errors import EncoderMismatch, InvalidDate, InvalidInput, RecordNotFound
 from mempp.evidence import Evidence, EvidenceStyle, append_facts, render_evidence
 from mempp.packing import PackingOptions
-from mempp.query import UNSTORABLE
 from mempp.records import AddResult, Document, Hit, Record
 from mempp.retrieval import LegLists, fuse_and_select, run_legs, scope_bound, to_hits
 from mempp.settings import Settings, preset
@@ -58,15 +58,15 @@ class Memory:
         embedder: Embedder | None = None,
         settings: Settings | str = "default",
     ) -> None:
-        if not isinstance(scope, str) or not scope.strip() or "\x00" in scope:
-            raise InvalidInput("scope must be a non-empty string without NUL characters")
-        self.scope = scope
+        self.scope = validate.scope(scope)
         self.settings = _resolve_settings(settings)
         self._embedder = embedder
         self._embedder_lock = threading.Lock()
         self._encoder_bound = False
         self._store: Store = (
-            open_store(location) if isinstance(location, str | os.PathLike) else location
+            open_store(validate.location(location))
+            if isinstance(location, str | os.PathLike)
+            else location
         )
 
     # -- lifecycle --------------------------------------------------------------------
@@ -112,7 +112,7 @@ class Memory:
         *,
         author: str | None = None,
         date: DateLike = None,
-        tags: Iterable[str] = (),
+        tags: Iterable[str] | str = (),
         source: str | None = None,
         thread: str | None = None,
     ) -> AddResult:
@@ -120,6 +120,7 @@ class Memory:
 
         ``thread`` names the conversation, channel thread, e-mail thread or ticket the document
         belongs to; at read time a row lends context to the rows after it in its thread.
+        A single string ``tags`` is one tag.
         """
         doc = Document.create(
             text, author=author, date=date, tags=tags, source=source, thread=thread
@@ -137,12 +138,26 @@ class Memory:
 
         Each item is a :class:`Document`, a mapping with ``text`` and optional ``author``,
         ``date``, ``tags``, ``source``, ``thread``, or a plain string. All items are validated
-        before anything is written, so a bad item stores nothing. ``progress(n)`` is called after
-        each batch with the number of documents it held.
+        before anything is written, so a bad item stores nothing; the error names it
+        (``items[3].tags``). ``progress(n)`` is called after each batch with the number of
+        documents it held.
         """
-        if not isinstance(batch_size, int) or batch_size < 1:
-            raise InvalidInput("batch_size must be an integer >= 1")
-        docs = [as_document(item) for item in documents]
+        validate.count(batch_size, "batch_size")
+        if progress is not None and not callable(progress):
+            raise InvalidInput("must be callable or None", field="progress")
+        if isinstance(documents, str | bytes | Mapping | Document) or not isinstance(
+            documents, Iterable
+        ):
+            raise InvalidInput(
+                f"must be an iterable of documents, got {type(documents).__name__}",
+                field="documents",
+            )
+        docs: list[Document] = []
+        for position, item in enumerate(documents):
+            try:
+                docs.append(as_document(item))
+            except InvalidInput as exc:
+                raise exc.within(f"items[{position}]") from None
         results: list[AddResult] = []
         for start in range(0, len(docs), batch_size):
             batch = docs[start : start + batch_size]
@@ -189,11 +204,9 @@ class Memory:
         without it, settings with ``as_of_in_question`` take the bound from an "as of <date>"
         phrase in the query."""
         config = self.settings if settings is None else _resolve_settings(settings)
-        k = config.k if k is None else k
-        if not isinstance(k, int) or isinstance(k, bool) or k < 1:
-            raise InvalidInput(f"k must be an integer >= 1, got {k!r}")
-        question = _clean_query(query)
-        bound = scope_bound(question, parse_as_of(as_of), config)
+        k = validate.count(config.k if k is None else k, "k", maximum=validate.MAX_K)
+        question = validate.query(query)
+        bound = scope_bound(question, _as_of_key(as_of), config)
         legs = self.legs(question, as_of=bound, settings=config)
         chosen = fuse_and_select(self._store, self.scope, legs, bound, config, k)
         return to_hits(self._store, self.scope, chosen)
@@ -208,7 +221,7 @@ class Memory:
         if as_of is not None:
             return as_of
         config = self.settings if settings is None else _resolve_settings(settings)
-        bound = scope_bound(_clean_query(query), None, config)
+        bound = scope_bound(validate.query(query), None, config)
         return None if bound is None else key_to_datetime(bound).date()
 
     def legs(self, question: str, *, as_of: int | None, settings: Settings) -> LegLists:
@@ -248,16 +261,22 @@ class Memory:
         entities the query names and at most 5 related triples follow the rows, under the
         same budget.
         """
+        if budget is not None:
+            validate.count(budget, "budget")
+        if style not in ("headers", "paper"):
+            raise InvalidInput(f"must be 'headers' or 'paper', got {style!r:.40}", field="style")
+        if packing is not None and not isinstance(packing, PackingOptions):
+            raise InvalidInput("must be PackingOptions or None", field="packing")
         hits = self.search(query, as_of=as_of, k=k, settings=settings)
         evidence = render_evidence(
-            hits, budget=budget, style=style, packing=packing, query=_clean_query(query)
+            hits, budget=budget, style=style, packing=packing, query=validate.query(query)
         )
         if graph is None:
             return evidence
         from mempp.graph import facts_for_evidence
 
         bound = self.effective_as_of(query, as_of=as_of, settings=settings)
-        facts = facts_for_evidence(self, _clean_query(query), graph, bound)
+        facts = facts_for_evidence(self, validate.query(query), graph, bound)
         return append_facts(evidence, facts, budget=budget)
 
     def ask(
@@ -276,14 +295,19 @@ class Memory:
         evidence the answer is ``"not in memory"`` and no model is called.
         """
         from mempp.answer import ask
+        from mempp.llm import LLMClient
 
+        validate.query(question, "question")
+        validate.count(k, "k", maximum=validate.MAX_K)
+        validate.count(budget, "budget")
+        if llm is not None and not isinstance(llm, LLMClient):
+            raise InvalidInput("must be an LLMClient or None", field="llm")
         return ask(self, question, as_of=as_of, k=k, llm=llm, budget=budget, packing=packing)
 
     def records(self, *, active_only: bool = False, page: int = 1000) -> Iterator[Record]:
         """Every record of this scope in the order written (archived ones too, unless
         ``active_only``), read a page at a time: rows written meanwhile are included."""
-        if not isinstance(page, int) or isinstance(page, bool) or page < 1:
-            raise InvalidInput(f"page must be an integer >= 1, got {page!r}")
+        validate.count(page, "page", maximum=validate.MAX_PAGE)
         after = 0
         while True:
             batch = self._store.records_after(self.scope, after, page, active_only=active_only)
@@ -294,8 +318,7 @@ class Memory:
 
     def get(self, record_id: int) -> Record:
         """The record with this id (any state). Raises ``RecordNotFound``."""
-        if not isinstance(record_id, int) or isinstance(record_id, bool):
-            raise InvalidInput(f"record ids are integers, got {record_id!r}")
+        validate.record_id(record_id)
         found = self._store.get(self.scope, [record_id])
         if record_id not in found:
             raise RecordNotFound(f"no record {record_id} in scope {self.scope!r}")
@@ -309,33 +332,25 @@ def as_document(item: DocumentLike) -> Document:
     if isinstance(item, str):
         return Document.create(item)
     if isinstance(item, Mapping):
-        if "text" not in item:
-            raise InvalidInput("a document needs a 'text' field")
-        tags = item.get("tags") or ()
-        return Document.create(
-            item["text"],
-            author=item.get("author"),
-            date=item.get("date"),
-            tags=tags,
-            source=item.get("source"),
-            thread=item.get("thread"),
-        )
+        return Document.from_fields(item)
     raise InvalidInput(f"cannot make a document from {type(item).__name__}")
 
 
-def _clean_query(query: str) -> str:
-    if not isinstance(query, str):
-        raise InvalidInput(f"query must be a string, got {type(query).__name__}")
-    # NUL and lone surrogates (invalid Unicode) cannot reach a database: they become spaces.
-    cleaned = UNSTORABLE.sub(" ", query).strip()
-    if not cleaned:
-        raise InvalidInput("query is empty")
-    return cleaned
+def _as_of_key(as_of: object) -> int | None:
+    try:
+        return parse_as_of(as_of)  # type: ignore[arg-type]
+    except InvalidDate as exc:
+        raise exc.within("as_of") from None
 
 
 def _resolve_settings(settings: Settings | str) -> Settings:
     if isinstance(settings, Settings):
         return settings
     if isinstance(settings, str):
-        return preset(settings)
-    raise InvalidInput(f"settings must be a Settings or a preset name, got {settings!r}")
+        try:
+            return preset(settings)
+        except InvalidInput as exc:
+            raise exc.within("settings") from None
+    raise InvalidInput(
+        f"must be a Settings or a preset name, got {type(settings).__name__}", field="settings"
+    )

@@ -9,20 +9,19 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import date, datetime
-from typing import Literal
+from typing import Any, Literal
 
+from mempp import validate
 from mempp.dates import EventDate, parse_event_date
-from mempp.errors import InvalidInput
+from mempp.errors import InvalidDate, InvalidInput
 
 State = Literal["active", "archived"]
 SkipReason = Literal["duplicate", "empty"]
 
 _TAG_RUNS = re.compile(r"[\s_\-]+")
-# Half of a UTF-16 pair on its own (from a bad decode): no database can store it as text.
-_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def text_hash(text: str) -> bytes:
@@ -32,6 +31,15 @@ def text_hash(text: str) -> bytes:
 def normalize_tag(label: str) -> str:
     """Tags compare case-insensitively with runs of space, ``_`` and ``-`` collapsed to ``-``."""
     return _TAG_RUNS.sub("-", label.strip().lower()).strip("-")
+
+
+def event_date(value: object, field: str) -> EventDate | None:
+    """An event date (ISO 8601 text, ``date``, ``datetime`` or ``None``), the error naming
+    ``field``."""
+    try:
+        return parse_event_date(value)  # type: ignore[arg-type]
+    except InvalidDate as exc:
+        raise exc.within(field) from None
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,42 +62,36 @@ class Document:
         *,
         author: str | None = None,
         date: str | date | datetime | None = None,
-        tags: Iterable[str] = (),
+        tags: Iterable[str] | str = (),
         source: str | None = None,
         thread: str | None = None,
     ) -> Document:
-        if not isinstance(text, str):
-            raise InvalidInput(f"text must be a string, got {type(text).__name__}")
-        if "\x00" in text:
-            raise InvalidInput("text contains a NUL character")
-        if _SURROGATE.search(text):
-            raise InvalidInput("text contains a lone surrogate (not valid Unicode)")
-        if author is not None and not isinstance(author, str):
-            raise InvalidInput(f"author must be a string, got {type(author).__name__}")
-        if source is not None and not isinstance(source, str):
-            raise InvalidInput(f"source must be a string, got {type(source).__name__}")
-        if thread is not None and not isinstance(thread, str):
-            raise InvalidInput(f"thread must be a string, got {type(thread).__name__}")
-        for name, value in (("author", author), ("source", source), ("thread", thread)):
-            if value is not None and "\x00" in value:
-                raise InvalidInput(f"{name} contains a NUL character")
-            if value is not None and _SURROGATE.search(value):
-                raise InvalidInput(f"{name} contains a lone surrogate (not valid Unicode)")
-        if isinstance(tags, str):
-            raise InvalidInput("tags must be a list of strings, not one string")
-        clean_tags: list[str] = []
-        for tag in tags:
-            if not isinstance(tag, str):
-                raise InvalidInput(f"every tag must be a string, got {type(tag).__name__}")
-            if "\x00" in tag:
-                raise InvalidInput("a tag contains a NUL character")
-            if _SURROGATE.search(tag):
-                raise InvalidInput("a tag contains a lone surrogate (not valid Unicode)")
-            if tag.strip() and tag.strip() not in clean_tags:
-                clean_tags.append(tag.strip())
-        author = author.strip() or None if author is not None else None
-        thread = thread.strip() or None if thread is not None else None
-        return cls(text, author, parse_event_date(date), tuple(clean_tags), source or None, thread)
+        """Validate one document's fields (see :mod:`mempp.validate`); a single string
+        ``tags`` is one tag."""
+        return cls(
+            validate.clean_text(text, "text"),
+            validate.label(author, "author"),
+            event_date(date, "date"),
+            validate.tags(tags),
+            validate.source(source),
+            validate.label(thread, "thread"),
+        )
+
+    @classmethod
+    def from_fields(cls, item: Mapping[str, Any], *, numbers_as_text: bool = False) -> Document:
+        """A document from a mapping with ``text`` and optional ``author``, ``date``, ``tags``,
+        ``source``, ``thread`` (other keys are ignored, so a line of ``mempp export`` reads
+        back). ``numbers_as_text`` is for file formats: ``thread: 42`` is the thread "42"."""
+        if "text" not in item:
+            raise InvalidInput("a document needs a 'text' field", field="text")
+        return cls(
+            validate.clean_text(item["text"], "text"),
+            validate.label(item.get("author"), "author", numbers_as_text=numbers_as_text),
+            event_date(item.get("date"), "date"),
+            validate.tags(item.get("tags")),
+            validate.source(item.get("source"), numbers_as_text=numbers_as_text),
+            validate.label(item.get("thread"), "thread", numbers_as_text=numbers_as_text),
+        )
 
     @property
     def is_empty(self) -> bool:

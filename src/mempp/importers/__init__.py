@@ -1,0 +1,83 @@
+"""Importers: where an organization's record lives (Slack exports, mailboxes, folders),
+read into documents behind one protocol.
+
+    from mempp import Memory
+    from mempp.importers import get, run_import
+
+    with Memory("org.db") as memory:
+        report = run_import(memory, get("slack"), "export.zip")
+        print(report.summary())
+
+``get(name)`` returns an importer: one of mempp's (``slack``, ``mail``, ``folder``) or one a
+package registers in the ``mempp.importers`` entry-point group (see ``docs/importers.md``).
+Each importer's ``read(path)`` yields :data:`Item` values; :func:`run_import` stores them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from importlib.metadata import EntryPoint, entry_points
+
+from mempp.errors import InvalidInput, MemppError
+from mempp.importers.base import (
+    Importer,
+    ImportReport,
+    Item,
+    ItemError,
+    Notice,
+    Skipped,
+    run_import,
+)
+
+__all__ = [
+    "ENTRY_POINT_GROUP",
+    "ImportReport",
+    "Importer",
+    "Item",
+    "ItemError",
+    "Notice",
+    "Skipped",
+    "get",
+    "names",
+    "run_import",
+]
+
+ENTRY_POINT_GROUP = "mempp.importers"
+
+
+def _builtin() -> dict[str, Callable[[], Importer]]:
+    from mempp.importers.folder import FolderImporter
+    from mempp.importers.mail import MailImporter
+    from mempp.importers.slack import SlackImporter
+
+    return {"slack": SlackImporter, "mail": MailImporter, "folder": FolderImporter}
+
+
+def _entry_points() -> dict[str, EntryPoint]:
+    return {point.name: point for point in entry_points(group=ENTRY_POINT_GROUP)}
+
+
+def names() -> list[str]:
+    """The names ``get`` accepts, sorted: mempp's and those of installed packages."""
+    return sorted(set(_builtin()) | set(_entry_points()))
+
+
+def get(name: str) -> Importer:
+    """A new importer by name, with its default options. mempp's own names come first: a
+    package cannot replace them."""
+    factory = _builtin().get(name)
+    if factory is None:
+        point = _entry_points().get(name)
+        if point is None:
+            raise InvalidInput(f"unknown importer {name!r} (choose from: {', '.join(names())})")
+        try:
+            factory = point.load()
+        except Exception as exc:  # a third party's import error, told in one line
+            raise MemppError(f"the {name!r} importer ({point.value}) cannot load: {exc}") from exc
+    importer = factory()
+    if not isinstance(importer, Importer):
+        raise MemppError(
+            f"the {name!r} importer does not implement the Importer protocol "
+            "(name, description, recognizes, read)"
+        )
+    return importer

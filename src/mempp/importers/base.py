@@ -1,0 +1,259 @@
+"""What an importer yields, what an import reports, and the one loop that writes an import.
+
+An importer turns a path (an export, a mailbox, a folder) into a stream of items: each a
+:class:`~mempp.records.Document` to store, or an :class:`ItemError` (this item could not be
+read, and why), a :class:`Skipped` (deliberately not stored: a join message, an unsupported
+file) or a :class:`Notice` (read, but something about it is worth telling). A problem with the
+path as a whole (it does not exist, it is not an export, it would unpack past the cap) is an
+:class:`~mempp.errors.InvalidInput` raised before anything is yielded, so nothing is written.
+
+:func:`run_import` writes the documents in batches (one transaction each, as ``add_many``)
+and returns an :class:`ImportReport`; with ``dry_run`` it parses and reports but writes nothing.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
+
+from mempp.records import Document
+
+if TYPE_CHECKING:
+    from mempp.memory import Memory
+
+DEFAULT_BATCH = 64
+
+
+@dataclass(frozen=True, slots=True)
+class ItemError:
+    """An item that could not be read: ``location`` is ``file:item`` (line, message number,
+    message ts), ``reason`` says why in one line."""
+
+    location: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class Skipped:
+    """An item deliberately not stored. ``reason`` is the short key it is counted under
+    (``channel_join``, ``unsupported file``); ``detail``, when given, is told to the user
+    item by item (a skipped file, with what to do instead)."""
+
+    location: str
+    reason: str
+    detail: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Notice:
+    """Something worth telling about an item that was read anyway (a charset repaired, a
+    user id not in ``users.json``, a date taken from elsewhere)."""
+
+    location: str
+    message: str
+
+
+Item = Document | ItemError | Skipped | Notice
+
+
+@runtime_checkable
+class Importer(Protocol):
+    """One source of documents. ``name`` is what ``mempp import NAME`` calls it;
+    ``description`` is one line for ``--help``."""
+
+    name: str
+    description: str
+
+    def recognizes(self, path: str | os.PathLike[str]) -> bool:
+        """Does ``path`` look like this importer's input? Cheap (names and a few bytes, never
+        a full parse): ``mempp ingest`` uses it to tell which command a skipped path needs."""
+        ...
+
+    def read(self, path: str | os.PathLike[str]) -> Iterator[Item]:
+        """The items of ``path``, in the source's order. Raises ``InvalidInput`` (before the
+        first item) when ``path`` as a whole cannot be read."""
+        ...
+
+
+@dataclass(slots=True)
+class ImportReport:
+    """What an import did (or, with ``dry_run``, would do)."""
+
+    source: str
+    dry_run: bool = False
+    read: int = 0  # documents parsed
+    ids: list[int] = field(default_factory=list)
+    would_add: int = 0  # dry run: documents that are neither empty nor a stored duplicate
+    skipped: Counter[str] = field(default_factory=Counter)
+    told: list[Skipped] = field(default_factory=list)  # skipped items with a detail
+    failures: list[ItemError] = field(default_factory=list)
+    notices: list[Notice] = field(default_factory=list)
+    undated: int = 0
+
+    @property
+    def added(self) -> int:
+        return self.would_add if self.dry_run else len(self.ids)
+
+    @property
+    def failed(self) -> int:
+        return len(self.failures)
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "source": self.source,
+            "dry_run": self.dry_run,
+            "read": self.read,
+            "added": self.added,
+            "skipped": sum(self.skipped.values()),
+            "skipped_by_reason": dict(self.skipped),
+            "skipped_items": [
+                {"location": s.location, "reason": s.reason, "detail": s.detail} for s in self.told
+            ],
+            "failed": self.failed,
+            "failures": [{"location": f.location, "reason": f.reason} for f in self.failures],
+            "warnings": [{"location": n.location, "message": n.message} for n in self.notices],
+            "undated": self.undated,
+            "ids": list(self.ids),
+        }
+
+    def summary(self) -> str:
+        """One line: added, skipped by reason, failed, warnings; and a hint on undated ones."""
+        verb = "would add" if self.dry_run else "added"
+        reasons = ", ".join(f"{n} {why}" for why, n in sorted(self.skipped.items()))
+        line = (
+            f"{verb} {self.added}, skipped {sum(self.skipped.values())}"
+            + (f" ({reasons})" if reasons else "")
+            + f", failed {self.failed}"
+        )
+        if self.notices:
+            line += f", {len(self.notices)} warning" + ("s" if len(self.notices) != 1 else "")
+        if self.undated:
+            line += (
+                f"; {self.undated} undated: searches with --as-of will not see them "
+                "(give them a date in front matter, a `date` field or a YYYY-MM-DD file name)"
+            )
+        return line
+
+
+def run_import(
+    memory: Memory | None,
+    importer: Importer,
+    path: str | os.PathLike[str] | Iterable[str | os.PathLike[str]],
+    *,
+    dry_run: bool = False,
+    batch_size: int = DEFAULT_BATCH,
+    on_item: Callable[[Item], None] | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> ImportReport:
+    """Read ``path`` (or several paths) with ``importer`` and store its documents in
+    ``memory``, ``batch_size`` to a transaction.
+
+    ``dry_run`` writes nothing; ``memory`` may then be ``None`` (no store to compare with), or
+    a memory whose stored duplicates are counted as such. ``on_item`` sees every item that is
+    not a document (to print failures as they come); ``progress(n)`` is called with the
+    number of items consumed since its last call. Raises ``InvalidInput``, before anything is
+    written, when a path cannot be read at all.
+    """
+    return store_items(
+        memory,
+        read_paths(importer, path),
+        source=importer.name,
+        dry_run=dry_run,
+        batch_size=batch_size,
+        on_item=on_item,
+        progress=progress,
+    )
+
+
+def read_paths(
+    importer: Importer, path: str | os.PathLike[str] | Iterable[str | os.PathLike[str]]
+) -> Iterator[Item]:
+    """The items of every path in turn. Each path's reader is started here, so a path that
+    cannot be read at all raises ``InvalidInput`` now, before any item is stored."""
+    paths = [path] if isinstance(path, str | os.PathLike) else list(path)
+    streams: list[Iterator[Item]] = []
+    for one in paths:
+        stream = iter(importer.read(one))
+        first = next(stream, None)
+        streams.append(itertools.chain([first], stream) if first is not None else iter(()))
+    return itertools.chain.from_iterable(streams)
+
+
+def store_items(
+    memory: Memory | None,
+    items: Iterable[Item],
+    *,
+    source: str,
+    dry_run: bool = False,
+    batch_size: int = DEFAULT_BATCH,
+    on_item: Callable[[Item], None] | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> ImportReport:
+    """Store the documents among ``items`` and count the rest: :func:`run_import` once the
+    paths are open (the CLI opens them before it opens, maybe creates, the store)."""
+    from mempp.errors import InvalidInput
+
+    if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
+        raise InvalidInput(f"batch_size must be an integer >= 1, got {batch_size!r}")
+    if memory is None and not dry_run:
+        raise InvalidInput("a memory to write to is needed unless dry_run is set")
+    report = ImportReport(source=source, dry_run=dry_run)
+    batch: list[Document] = []
+    consumed = 0
+
+    def flush() -> None:
+        nonlocal consumed
+        if batch:
+            _write(memory, batch, report)
+            batch.clear()
+        if progress is not None and consumed:
+            progress(consumed)
+        consumed = 0
+
+    for item in items:
+        consumed += 1
+        if isinstance(item, Document):
+            report.read += 1
+            if item.date is None:
+                report.undated += 1
+            batch.append(item)
+            if len(batch) >= batch_size:
+                flush()
+            continue
+        if isinstance(item, ItemError):
+            report.failures.append(item)
+        elif isinstance(item, Skipped):
+            report.skipped[item.reason] += 1
+            if item.detail is not None:
+                report.told.append(item)
+        elif isinstance(item, Notice):
+            consumed -= 1  # a notice accompanies an item; it is not one
+            report.notices.append(item)
+        if on_item is not None:
+            on_item(item)
+    flush()
+    return report
+
+
+def _write(memory: Memory | None, batch: list[Document], report: ImportReport) -> None:
+    if not report.dry_run:
+        assert memory is not None
+        for result in memory.add_many(batch, batch_size=len(batch)):
+            if result.id is not None:
+                report.ids.append(result.id)
+            else:
+                report.skipped[result.skipped or "skipped"] += 1
+        return
+    fresh = [doc for doc in batch if not doc.is_empty]
+    report.skipped["empty"] += len(batch) - len(fresh)
+    if memory is not None and fresh:
+        stored = memory.store.find_duplicates(memory.scope, fresh)
+        report.skipped["duplicate"] += sum(stored)
+        report.would_add += len(fresh) - sum(stored)
+    else:
+        report.would_add += len(fresh)
+    report.skipped = +report.skipped  # drop zero counts

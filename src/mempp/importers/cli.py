@@ -1,0 +1,116 @@
+"""``mempp import SOURCE PATH...`` and ``mempp ingest PATH...``: read with an importer, store
+in batches, show progress, print what was added, skipped (by reason) and failed.
+
+``add_parser(commands)`` registers both on the ``mempp`` sub-commands; ``run(args, open_memory,
+location)`` executes one, returning the exit code: 0 done, 2 bad input (a path that is not
+an export: nothing stored), 3 done but some items failed (each printed as
+``file:item: reason``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from mempp.errors import InvalidInput
+from mempp.importers.base import DEFAULT_BATCH, ImportReport, Item, ItemError, Notice, Skipped
+
+if TYPE_CHECKING:
+    from mempp.memory import Memory
+
+EXIT_OK, EXIT_PARTIAL = 0, 3
+
+
+def add_parser(commands: Any) -> None:
+    """Register ``ingest`` and ``import`` on an argparse subparsers object."""
+    ingest = commands.add_parser(
+        "ingest", help="store documents from JSONL files, Markdown/text files and folders"
+    )
+    ingest.add_argument("paths", nargs="+", metavar="PATH")
+    _common(ingest)
+    imports = commands.add_parser(
+        "import",
+        help="store an organization's record from where it lives: a Slack export, mailboxes",
+        description="Import documents with an importer: slack (a workspace export, .zip or "
+        "folder), mail (.mbox, .eml, Maildir, or a folder of them), folder (what ingest "
+        "reads), or one an installed package registers (entry-point group mempp.importers).",
+    )
+    imports.add_argument("source", metavar="SOURCE", help="slack, mail, folder, or installed")
+    imports.add_argument("paths", nargs="+", metavar="PATH")
+    _common(imports)
+
+
+def _common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--batch-size", type=int, default=DEFAULT_BATCH)
+    parser.add_argument("--dry-run", action="store_true", help="read and report, write nothing")
+    parser.add_argument("--json", action="store_true", help="print a JSON summary")
+
+
+def run(
+    args: argparse.Namespace,
+    open_memory: Callable[[argparse.Namespace], Memory],
+    location: str,
+) -> int:
+    from tqdm import tqdm
+
+    from mempp.importers import get
+    from mempp.importers.base import read_paths, store_items
+
+    if args.batch_size < 1:
+        raise InvalidInput("--batch-size must be >= 1")
+    importer = get("folder" if args.command == "ingest" else args.source)
+    items = read_paths(importer, args.paths)  # a path that is no export fails here, storeless
+    memory = None
+    if not args.dry_run or _exists(location):  # a dry run creates no store
+        memory = open_memory(args)
+    with tqdm(desc=importer.name, unit="item", file=sys.stderr, disable=None) as bar:
+
+        def tell(item: Item) -> None:
+            line = _line(item)
+            if line is not None:
+                tqdm.write(line, file=sys.stderr)
+
+        try:
+            report = store_items(
+                memory,
+                items,
+                source=importer.name,
+                dry_run=args.dry_run,
+                batch_size=args.batch_size,
+                on_item=tell,
+                progress=bar.update,
+            )
+        finally:
+            if memory is not None:
+                memory.close()
+    _print(report, args.json)
+    return EXIT_PARTIAL if report.failures else EXIT_OK
+
+
+def _exists(location: str) -> bool:
+    if location.startswith(("postgresql://", "postgres://")):
+        return True
+    path = location.removeprefix("sqlite:///")
+    return path == ":memory:" or os.path.exists(path)
+
+
+def _line(item: Item) -> str | None:
+    if isinstance(item, ItemError):
+        return f"{item.location}: {item.reason}"
+    if isinstance(item, Notice):
+        return f"{item.location}: warning: {item.message}"
+    if isinstance(item, Skipped) and item.detail is not None:
+        return f"{item.location}: skipped: {item.detail}"
+    return None
+
+
+def _print(report: ImportReport, as_json: bool) -> None:
+    if as_json:
+        json.dump(report.to_dict(), sys.stdout, ensure_ascii=False)
+        sys.stdout.write("\n")
+    else:
+        print(report.summary())
