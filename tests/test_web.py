@@ -4,7 +4,10 @@ test_web_browser.py."""
 
 from __future__ import annotations
 
+import io
+import json
 import re
+import zipfile
 from pathlib import Path
 
 import httpx
@@ -337,6 +340,74 @@ def test_upload_stores_files_and_reports_per_item(uploads) -> None:
     stored = {r.text: r for r in memory.records()}
     assert stored["The launch moved to Tuesday."].source == "note.md"
     assert stored["The launch moved to Tuesday."].author == "Ana"
+
+
+def _slack_zip() -> bytes:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        archive.writestr("users.json", json.dumps([{"id": "U1", "real_name": "Ana Ruiz"}]))
+        archive.writestr("channels.json", json.dumps([{"id": "C1", "name": "pricing"}]))
+        archive.writestr(
+            "pricing/2024-03-12.json",
+            json.dumps(
+                [
+                    {
+                        "type": "message",
+                        "user": "U1",
+                        "ts": "1710234567.0002",
+                        "text": "Seat is $15.",
+                    },
+                    {
+                        "type": "message",
+                        "subtype": "channel_join",
+                        "user": "U1",
+                        "ts": "1710230000.1",
+                    },
+                ]
+            ),
+        )
+    return buffer.getvalue()
+
+
+def _mbox() -> bytes:
+    return (
+        b"From ana@example.com Tue Mar 12 09:00:00 2024\n"
+        b"From: Ana Ruiz <ana@example.com>\nTo: team@example.com\n"
+        b"Subject: Seat price\nDate: Tue, 12 Mar 2024 09:00:00 +0000\n"
+        b"Message-ID: <p1@example.com>\n\nThe seat price is $15 from April.\n"
+    )
+
+
+def test_upload_reads_a_slack_export_and_a_mailbox(uploads) -> None:
+    client = login(uploads, "uploads")
+    response = _upload(
+        client,
+        [("files", ("export.zip", _slack_zip())), ("files", ("team.mbox", _mbox()))],
+        fragment=True,
+    )
+    assert response.status_code == 200, response.text
+    assert "added 2, skipped 1 (1 channel_join), failed 0" in response.text
+    assert "<td>slack</td>" in response.text and "<td>mail</td>" in response.text
+    memory = Memory(uploads.db, scope="uploads", embedder=KeywordEmbedder(WORDS))
+    stored = list(memory.records())
+    assert [r.author for r in stored] == ["Ana Ruiz", "Ana Ruiz"]
+    assert "Seat is $15." in stored[0].text and stored[0].day == "2024-03-12"
+    assert "seat price is $15 from April" in stored[1].text
+    assert all("mempp-upload-" not in (r.source or "") for r in stored)
+
+
+def test_a_zip_that_is_no_export_stores_nothing(uploads) -> None:
+    client = login(uploads, "uploads")
+    memory = Memory(uploads.db, scope="uploads", embedder=KeywordEmbedder(WORDS))
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        archive.writestr("notes/readme.md", "not a Slack export")
+    response = _upload(
+        client,
+        [("files", ("ok.md", b"A fine note.")), ("files", ("photos.zip", buffer.getvalue()))],
+    )
+    assert_error_page(response, 400, "photos.zip", "Nothing was stored")
+    assert len(memory) == 0
 
 
 @pytest.mark.parametrize("fragment", [False, True])

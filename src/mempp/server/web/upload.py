@@ -1,9 +1,12 @@
-"""Files dropped on the upload page, read the way ``mempp ingest`` reads them.
+"""Files dropped on the upload page, read by the importers ``mempp ingest`` and ``mempp
+import`` use.
 
-Each upload is saved under its own name in a private temporary folder and read by
-:mod:`mempp.ingest` (Markdown / text with front matter, JSON Lines), so a bad line or file is
-reported as ``name:line: reason`` and the good ones are kept, exactly as the CLI does. An
-upload holding a file of a kind mempp cannot read is refused whole before anything is stored.
+Each upload is saved under its own name in a private temporary folder. A file goes to the
+first importer that recognizes it: Markdown / text with front matter and JSON Lines (the
+folder importer), a Slack export zip, a mailbox (``.mbox``, ``.eml``). The upload is refused
+whole, before anything is stored, when a file is of no kind mempp reads or cannot be opened at
+all (a broken zip, a zip that is no Slack export); within a readable file, a bad line or
+message is reported as ``name:line: reason`` and the good ones are kept, as the CLI does.
 The server's upload limit (``BodyLimit``, as for ``/v1/ingest``) bounds the request.
 """
 
@@ -14,53 +17,22 @@ import re
 import shutil
 import tempfile
 from collections import Counter
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterator, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from mempp.ingest import JSONL_SUFFIXES, TEXT_SUFFIXES, read_sources
+from mempp.errors import InvalidInput
+from mempp.importers import Importer, Item, ItemError, Notice, Skipped, get
+from mempp.importers.base import read_paths, store_items
 from mempp.records import Document
 from mempp.server.web.access import WebError
 
-KINDS = TEXT_SUFFIXES + JSONL_SUFFIXES
-BATCH = 64
+# Tried in this order: the folder importer goes by the file's suffix alone, so a note that
+# happens to start with "From " stays a note.
+IMPORTERS = ("folder", "slack", "mail")
+KINDS = ".md, .markdown, .txt, .jsonl, .ndjson, a Slack export .zip, .mbox, .eml"
 _UNSAFE = re.compile(r"[^A-Za-z0-9._ -]+")
-
-
-@dataclass
-class FileReport:
-    """What became of one uploaded file: the CLI's ingest summary, per file."""
-
-    name: str
-    added: int = 0
-    skipped_by_reason: Counter[str] = field(default_factory=Counter)
-    failures: list[dict[str, str]] = field(default_factory=list)
-    ids: list[int] = field(default_factory=list)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "added": self.added,
-            "skipped": sum(self.skipped_by_reason.values()),
-            "skipped_by_reason": dict(self.skipped_by_reason),
-            "failed": len(self.failures),
-            "failures": self.failures,
-            "ids": self.ids,
-        }
-
-
-def check_kinds(names: Sequence[str]) -> None:
-    """Refuse the upload (nothing stored) unless every file is of a kind mempp reads."""
-    if not names:
-        raise WebError(400, "Nothing to upload", "Choose or drop at least one file.")
-    wrong = [name for name in names if Path(name).suffix.lower() not in KINDS]
-    if wrong:
-        raise WebError(
-            400,
-            "Cannot read that kind of file",
-            f"{', '.join(wrong)}: mempp reads {', '.join(KINDS)} files. Nothing was stored.",
-        )
 
 
 def safe_name(name: str) -> str:
@@ -69,63 +41,73 @@ def safe_name(name: str) -> str:
     return _UNSAFE.sub("_", base)[:120] or "upload"
 
 
-def ingest_files(memory: Any, files: Sequence[tuple[str, BinaryIO]]) -> list[FileReport]:
-    """Read and store ``(name, open file)`` pairs; one report per file, in upload order."""
-    check_kinds([name for name, _ in files])
-    reports: list[FileReport] = []
+def ingest_files(memory: Any, files: Sequence[tuple[str, BinaryIO]]) -> list[dict[str, Any]]:
+    """Read and store ``(name, open file)`` pairs; one report (a dict) per file, in order."""
+    if not files:
+        raise WebError(400, "Nothing to upload", "Choose or drop at least one file.")
+    importers = [get(name) for name in IMPORTERS]
     with tempfile.TemporaryDirectory(prefix="mempp-upload-") as folder:
+        saved: list[tuple[str, Path]] = []
         for number, (name, content) in enumerate(files):
             # One subfolder per file: two uploads of one name do not overwrite each other.
             path = Path(folder) / str(number) / safe_name(name)
             path.parent.mkdir()
             with path.open("wb") as out:
                 shutil.copyfileobj(content, out)
-            reports.append(_ingest_one(memory, name, path))
-    return reports
+            saved.append((name, path))
+        chosen = [(name, path, _importer_for(importers, path)) for name, path in saved]
+        wrong = [name for name, _, importer in chosen if importer is None]
+        if wrong:
+            raise WebError(
+                400,
+                "Cannot read that kind of file",
+                f"{', '.join(wrong)}: mempp reads {KINDS}. Nothing was stored.",
+            )
+        # Every file is opened before anything is stored: one that cannot be read at all
+        # refuses the whole upload.
+        streams: list[tuple[str, Importer, Iterator[Item]]] = []
+        for name, path, importer in chosen:
+            assert importer is not None
+            try:
+                items = read_paths(importer, path)
+            except InvalidInput as exc:
+                message = str(exc).replace(str(path), name)
+                raise WebError(
+                    400, "Cannot read that file", f"{message}. Nothing was stored."
+                ) from None
+            streams.append((name, importer, _renamed(items, str(path), name)))
+        return [
+            {"name": name, **store_items(memory, items, source=importer.name).to_dict()}
+            for name, importer, items in streams
+        ]
 
 
-def _ingest_one(memory: Any, name: str, path: Path) -> FileReport:
-    report = FileReport(name)
-    prefix = str(path)
-    batch: list[Document] = []
-
-    def flush() -> None:
-        for result in memory.add_many(batch, batch_size=len(batch)):
-            if result.added:
-                report.added += 1
-                report.ids.append(result.id)
-            else:
-                report.skipped_by_reason[result.skipped] += 1
-        batch.clear()
-
-    for item in read_sources([prefix]):
-        if item.document is None:
-            location = name + item.location[len(prefix) :]
-            report.failures.append({"location": location, "reason": item.error or "unreadable"})
-            continue
-        batch.append(_named(item.document, prefix, name))
-        if len(batch) >= BATCH:
-            flush()
-    if batch:
-        flush()
-    return report
+def _importer_for(importers: Sequence[Importer], path: Path) -> Importer | None:
+    return next((importer for importer in importers if importer.recognizes(path)), None)
 
 
-def _named(doc: Document, temp_path: str, name: str) -> Document:
-    """Text files get their path as ``source``: the uploaded name, not the temporary path."""
-    if doc.source == temp_path:
-        return Document(doc.text, doc.author, doc.date, doc.tags, name, doc.thread)
-    return doc
+def _renamed(items: Iterator[Item], temp: str, name: str) -> Iterator[Item]:
+    """The items with the temporary path in locations and sources told as the upload's name."""
+    for item in items:
+        if isinstance(item, Document):
+            if item.source and temp in item.source:
+                item = replace(item, source=item.source.replace(temp, name))
+        elif isinstance(item, ItemError | Skipped | Notice):
+            item = replace(item, location=item.location.replace(temp, name))
+        yield item
 
 
-def totals(reports: Sequence[FileReport]) -> dict[str, Any]:
+def totals(reports: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """The upload's summary over its files' reports (each an ``ImportReport.to_dict()``)."""
     skipped: Counter[str] = Counter()
     for report in reports:
-        skipped.update(report.skipped_by_reason)
+        skipped.update(report["skipped_by_reason"])
     return {
-        "added": sum(r.added for r in reports),
+        "added": sum(r["added"] for r in reports),
         "skipped": sum(skipped.values()),
         "skipped_by_reason": dict(skipped),
-        "failed": sum(len(r.failures) for r in reports),
-        "files": [r.to_dict() for r in reports],
+        "failed": sum(r["failed"] for r in reports),
+        "warnings": sum(len(r["warnings"]) for r in reports),
+        "undated": sum(r["undated"] for r in reports),
+        "files": list(reports),
     }
