@@ -448,6 +448,7 @@ def test_a_keyless_loopback_server_serves_the_default_scope_with_csrf(tmp_path: 
         page = client.get("/search?q=plan")
         assert page.status_code == 200 and "scope <b>default</b> · admin" in page.text
         assert "Log out" not in page.text
+        assert client.get("/login?next=/upload").headers["location"] == "/upload"
         response = client.post("/upload", files={"files": ("a.md", b"x")}, data={"csrf": "no"})
         assert response.status_code == 403
         ok = _upload(client, [("files", ("a.md", b"A keyless note."))])

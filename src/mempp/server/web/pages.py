@@ -58,6 +58,8 @@ def _memory(request: Request, who: Visitor) -> Any:
 # -- login -------------------------------------------------------------------------------
 @router.get("/login")
 def login_form(request: Request, next: str | None = None) -> Response:
+    if not server_state(request).keys_required:  # nothing to log in with
+        return RedirectResponse(_local(next), status_code=303)
     sessions = codec(request)
     session = sessions.load(request.cookies.get(COOKIE)) or sessions.new(None)
     response = render(
