@@ -178,17 +178,23 @@ def test_a_recency_slot_is_marked_as_one() -> None:
     mount(app, secret="test")
     record = Record(7, "Newest note.", "Ana", "2024-05-01", (), None, "default", "", "active", None)
     hit = Hit(record, 3, 0.01, {"vec": 5}, reserved=True)
-    html = app.state.mempp_web_templates.get_template("_hit.html").render(hit=hit, excerpt=280)
+    template = app.state.mempp_web_templates.get_template("_hit.html")
+    html = template.render(hit=hit, excerpt=280, successors={})
     assert '<li class="hit reserved"' in html and "recency slot</span>" in html
     assert "vec #5" in html and 'href="/records/7"' in html
 
 
 def test_search_as_of_leaves_later_records_out(served) -> None:
     client = login(served, "read")
+    ids = served.ids
     page = client.get("/search", params={"q": "Team plan pricing", "as_of": "2024-06-30"})
     days = re.findall(r'<time class="date" datetime="([\d-]+)"', page.text)
     assert days and max(days) <= "2024-06-30"
-    assert f'href="/records/{served.ids["reversal"]}"' not in page.text
+    # Not even as the replacement of the raise: on 2024-06-30 the reversal was not written.
+    assert f'href="/records/{ids["reversal"]}"' not in page.text
+    assert f'superseded by <a href="/records/{ids["raise"]}">' in page.text
+    later = client.get("/search", params={"q": "Team plan pricing"})
+    assert f'superseded by <a href="/records/{ids["reversal"]}">' in later.text
 
 
 def test_evidence_shows_the_block_with_budget_and_record_links(served) -> None:

@@ -16,7 +16,8 @@ from fastapi.responses import RedirectResponse, Response
 from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import UploadFile
 
-from mempp.records import Record
+from mempp.dates import parse_as_of, parse_event_date
+from mempp.records import Hit, Record
 from mempp.server.web import forms
 from mempp.server.web.access import (
     HTMLErrorRoute,
@@ -145,11 +146,31 @@ def search_page(
             "as_of": bound or "",
             "k": count,
             "hits": hits,
+            "successors": successors_within(memory, hits, bound),
             "searched": query is not None,
             "range": date_range(request, memory),
             "excerpt": EXCERPT,
         },
     )
+
+
+def successors_within(memory: Any, hits: list[Hit], bound: str | None) -> dict[int, Record]:
+    """The records that superseded the hits, those dated within the as-of bound only: as of
+    a date, a replacement written later was not there yet."""
+    wanted = {h.record.superseded_by for h in hits if h.record.superseded_by is not None}
+    found = memory.store.get(memory.scope, wanted) if wanted else {}
+    limit = parse_as_of(bound)
+    return {
+        rid: r
+        for rid, r in found.items()
+        if limit is None or (r.date is not None and _event_key(r) <= limit)
+    }
+
+
+def _event_key(record: Record) -> int:
+    parsed = parse_event_date(record.date)
+    assert parsed is not None
+    return parsed.key
 
 
 def date_range(request: Request, memory: Any) -> tuple[str, str] | None:
