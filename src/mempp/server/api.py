@@ -26,6 +26,7 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Path, Query, Request
 from fastapi.responses import StreamingResponse
 from starlette.concurrency import run_in_threadpool
+from starlette.requests import ClientDisconnect
 
 from mempp.export import record_line
 from mempp.memory import Memory
@@ -254,4 +255,7 @@ async def ingest(request: Request, principal: Writer) -> IngestOut:
             f"send JSON Lines as {JSONL} (got {kind})",
             field="Content-Type",
         )
-    return await upload.ingest_stream(request.stream(), memory, run_in_threadpool)
+    try:
+        return await upload.ingest_stream(request.stream(), memory, run_in_threadpool)
+    except ClientDisconnect:  # gone, or cut off by the size limit (already answered 413)
+        raise Problem(400, "the upload ended early; the batches before are stored") from None

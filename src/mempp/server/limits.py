@@ -45,14 +45,25 @@ class BodyLimit:
             await self.app(scope, receive, send)
             return
         received = 0
+        refused = False
 
         async def counted() -> Message:
-            nonlocal received
+            nonlocal received, refused
+            if refused:
+                return {"type": "http.disconnect"}
             message = await receive()
             if message["type"] == "http.request":
                 received += len(message.get("body", b""))
                 if received > limit:
-                    raise BodyTooLarge(limit)  # the app's problem handler answers 413
+                    # Answer 413 now, and let the app see a client that went away: what it
+                    # then tries to send is dropped.
+                    refused = True
+                    await problem_response(BodyTooLarge(limit))(scope, receive, send)
+                    return {"type": "http.disconnect"}
             return message
 
-        await self.app(scope, counted, send)
+        async def guarded(message: Message) -> None:
+            if not refused:
+                await send(message)
+
+        await self.app(scope, counted, guarded)

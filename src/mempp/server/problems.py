@@ -91,16 +91,14 @@ def problem_response(problem: Problem) -> JSONResponse:
 
 def problem_from_error(exc: MemppError) -> Problem:
     """The problem a library error becomes (the CLI's exit-code classes)."""
-    from mempp.llm import LLMError, LLMUnavailable
+    from mempp.llm import LLMError
 
     field = getattr(exc, "field", None)  # named by the validation boundary where it can
     if isinstance(exc, RecordNotFound):
         return Problem(404, str(exc))
     if isinstance(exc, InvalidInput):
         return Problem(422, str(exc), field=field if isinstance(field, str) else None)
-    if isinstance(exc, LLMUnavailable):
-        return Problem(503, str(exc))
-    if isinstance(exc, LLMError):
+    if isinstance(exc, LLMError):  # the server has a model configured: it failed upstream
         return Problem(502, f"the language model failed: {exc}")
     if isinstance(exc, StoreError):
         return Problem(503, str(exc))

@@ -1,0 +1,53 @@
+"""A real uvicorn serving a mempp app on a free loopback port, for the server tests.
+
+    with live_server(create_app(state)) as base_url:
+        httpx.get(f"{base_url}/healthz")
+
+The socket is bound before uvicorn starts (no race for the port); the server runs in a
+thread and is asked to exit, then joined, when the block ends.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import pytest
+
+pytest.importorskip("fastapi", reason="the serve extra is not installed")
+
+import uvicorn
+
+START_TIMEOUT_S = 60.0
+
+
+@contextmanager
+def live_server(app: object, *, graceful_s: float = 10.0) -> Iterator[str]:
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    config = uvicorn.Config(
+        app,  # type: ignore[arg-type]
+        host="127.0.0.1",
+        port=port,
+        log_level="warning",
+        timeout_graceful_shutdown=graceful_s,
+    )
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while not server.started:
+        if not thread.is_alive() or time.monotonic() > deadline:
+            raise RuntimeError("uvicorn did not start")
+        time.sleep(0.02)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=graceful_s + 30)
+        sock.close()
