@@ -120,7 +120,7 @@ def test_search_then_move_the_as_of_date(watched: Watched) -> None:
     page.press("#q", "Enter")
     page.wait_for_selector("#hits .hit")
     reversal = watched.served.ids["reversal"]
-    assert page.locator(f'#hits a[href="/records/{reversal}"]').count() == 1
+    assert page.locator(f'#hits a.hit-link[href="/records/{reversal}"]').count() == 1
     assert max(dates_shown(page)) == "2024-09-30"
     watched.fits_width()
     watched.shot("search")
@@ -148,7 +148,7 @@ def test_open_a_record_and_follow_supersession(watched: Watched) -> None:
     watched.login("read")
     page.fill("#q", "Team plan pricing")
     page.press("#q", "Enter")
-    page.click(f'#hits a[href="/records/{ids["raise"]}"]')
+    page.click(f'#hits a.hit-link[href="/records/{ids["raise"]}"]')
     page.wait_for_url(f"**/records/{ids['raise']}")
     assert page.locator("h1").inner_text().startswith(f"Record {ids['raise']}")
     watched.fits_width()
