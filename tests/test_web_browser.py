@@ -78,6 +78,29 @@ class Watched:
         )
         assert overflow <= 0, f"the page is {overflow}px wider than a {self.width}px window"
 
+    def reaches_every_control(self) -> None:
+        """Tab from the top reaches every visible link, button and field, in turn."""
+        controls = self.page.evaluate(
+            """() => Array.from(document.querySelectorAll(
+                   'a[href], button, input:not([type=hidden]), select, textarea'))
+                 .filter(e => e.getClientRects().length && !e.closest('[hidden]'))
+                 .map((e, i) => (e.dataset.tabProbe = String(i)))"""
+        )
+        self.page.evaluate("document.activeElement && document.activeElement.blur()")
+        self.page.evaluate("window.scrollTo(0, 0)")
+        reached: set[str] = set()
+        for _ in range(len(controls) + 5):
+            self.page.keyboard.press("Tab")
+            probe = self.page.evaluate("document.activeElement.dataset.tabProbe ?? null")
+            if probe is not None:
+                reached.add(probe)
+        missing = self.page.evaluate(
+            "(gone) => gone.map(i => document.querySelector(`[data-tab-probe='${i}']`).outerHTML"
+            ".slice(0, 80))",
+            sorted(set(controls) - reached),
+        )
+        assert not missing, f"not reachable with Tab: {missing}"
+
     def login(self, name: str) -> None:
         self.go("/search")  # sent to the login form
         assert "/login" in self.page.url
@@ -123,6 +146,7 @@ def test_search_then_move_the_as_of_date(watched: Watched) -> None:
     assert page.locator(f'#hits a.hit-link[href="/records/{reversal}"]').count() == 1
     assert max(dates_shown(page)) == "2024-09-30"
     watched.fits_width()
+    watched.reaches_every_control()
     watched.shot("search")
     # Drag the slider's thumb from the last day to 55% of the way: the form searches again.
     box = page.locator("#as_of_slider").bounding_box()
@@ -152,6 +176,7 @@ def test_open_a_record_and_follow_supersession(watched: Watched) -> None:
     page.wait_for_url(f"**/records/{ids['raise']}")
     assert page.locator("h1").inner_text().startswith(f"Record {ids['raise']}")
     watched.fits_width()
+    watched.reaches_every_control()
     watched.shot("record")
     page.click("#superseded-by")
     page.wait_for_url(f"**/records/{ids['reversal']}")
@@ -172,6 +197,7 @@ def test_open_a_timeline_and_move_its_as_of_line(watched: Watched) -> None:
     assert chart.locator(".arrow").count() == 2  # each superseded by the next
     assert chart.locator(".as-of-line").get_attribute("visibility") == "hidden"
     watched.fits_width()
+    watched.reaches_every_control()
     watched.shot("timeline")
     slider = page.locator("#tl-as-of")
     slider.focus()
@@ -197,6 +223,7 @@ def test_evidence_page(watched: Watched) -> None:
     assert "of 800 characters" in page.inner_text("#summary")
     assert page.locator("#evidence .entry").count() >= 1
     watched.fits_width()
+    watched.reaches_every_control()
     watched.shot("evidence")
 
 
@@ -206,6 +233,7 @@ def test_upload_a_file(upload_page: Watched, tmp_path: Path) -> None:
     page = watched.page
     watched.login("uploads")
     watched.go("/upload")
+    watched.reaches_every_control()
     note = tmp_path / f"browser-note-{watched.width}.md"
     note.write_text(
         f"---\nauthor: Browser\ndate: 2024-11-0{1 + WIDTHS.index(watched.width)}\n---\n"
