@@ -81,8 +81,8 @@ def run_legs(
 def fuse_and_select(
     store: Store, scope: str, legs: LegLists, as_of: int | None, settings: Settings, k: int
 ) -> list[tuple[Fused, bool]]:
-    """Weighted RRF, the date leg, thread context, then ``k - reserve`` fused rows and
-    ``reserve`` recency slots."""
+    """Weighted RRF, the date leg, thread context, then ``k - slots`` fused rows and
+    ``slots`` recency slots (``Settings.reserve_slots``)."""
     weights = {leg: settings.weight(leg) for leg in LEGS}
     fused = rrf(legs.as_dict(), weights, settings.gamma)
     if settings.w_date > 0 and legs.dated:
@@ -95,14 +95,14 @@ def fuse_and_select(
         lenders = [f.id for f in fused[: settings.candidates]]
         followers = store.thread_followers(scope, lenders, as_of, settings.thread_depth)
         fused = add_thread_context(fused, followers, settings.thread_weight)
-    slots = min(settings.reserve, k)
+    slots = settings.reserve_slots(k)
     remaining = [f.id for f in fused[k - slots :]]
     keys = store.recency_keys(scope, remaining) if slots else {}
     selection = select_with_reserve(
         fused,
         k,
-        settings.reserve,
-        recency_key=lambda row: keys[row],
+        slots,
+        recency_key=lambda row: (1, keys[row]),
         unmatched_fill=lambda exclude, n: store.latest_unmatched(scope, exclude, as_of, n),
     )
     return [(f, False) for f in selection.fused] + [(f, True) for f in selection.reserved]
