@@ -15,7 +15,7 @@ Where the lexical leg may legitimately differ (each case below is pinned by a te
 
 Ranking. SQLite always ranks with FTS5 ``bm25()`` (k1=1.2, b=0.75). PostgreSQL ranks with
 BM25 too under ``Settings(lexical_rank="bm25")`` (the default preset), from an in-RAM replica
-of its ``tsvector`` postings (``mempp.store.pg_bm25``): the same formula, phrases included,
+of its ``tsvector`` postings (``mempp.store.postgres.bm25``): the same formula, phrases included,
 so the orders are equal wherever the engines count the same lengths, frequencies and
 rarities. That holds for one scope of rows whose words both analysers keep and stem alike;
 it fails where the analysers differ (below: PostgreSQL's stop words shorten its rows), for

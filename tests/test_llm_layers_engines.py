@@ -234,8 +234,8 @@ def write_version_1_rows(
 def test_a_version_1_store_is_upgraded_in_place(
     engine_location: str, embedder, server, llm, monkeypatch
 ) -> None:
-    import mempp.store.postgres as pg_engine
-    import mempp.store.sqlite as sqlite_engine
+    import mempp.store.postgres.schema as pg_engine
+    import mempp.store.sqlite.schema as sqlite_engine
 
     engine = pg_engine if engine_of(engine_location) == "postgres" else sqlite_engine
     with monkeypatch.context() as patch:

@@ -1,0 +1,98 @@
+"""The server engine: PostgreSQL with pgvector, for many processes and machines at once.
+
+Same contract as the SQLite engine (``mempp.store.base.Store``), enforced by the database:
+
+* Append-only: triggers refuse ``DELETE`` and ``TRUNCATE`` of ``records`` (and of its tag
+  index) and any ``UPDATE`` that names a content column; only ``state`` and ``superseded_by``
+  may change. Like SQLite's ``UPDATE OF`` triggers they fire when a content column is *named*
+  in the ``SET`` list, even if the value would stay the same.
+* Full text: a stored generated ``tsvector`` (``to_tsvector('english', text)``; for the rare
+  document past tsvector's 1 MB limit, of its longest prefix that fits) with a GIN index.
+  ``lexical_rank="bm25"`` (the default preset) ranks by BM25 from a per-scope in-RAM replica
+  of those postings (``mempp.store.postgres.bm25``), as SQLite does; ``"cover_density"`` ranks by
+  ``ts_rank_cd`` as in the paper's own code: each term becomes
+  ``plainto_tsquery('english', term)`` bound as a parameter and the pieces are joined with
+  ``&&`` (conjunctive) or ``||`` (disjunctive) in SQL built from the *number* of terms only,
+  so user text is never parsed as tsquery syntax.
+* A search's legs run at once, each on a pooled connection (``gather``).
+* Vectors: an untyped ``vector`` column, because the dimension is known only when the first
+  encoder is bound. ``bind_encoder`` then adds (once, under the schema lock) a CHECK
+  ``vector_dims(embedding) = dim``, so the database refuses a vector of another size, and an
+  HNSW cosine index on the expression ``embedding::vector(dim)`` (pgvector's documented
+  pattern for untyped columns). Typing the column itself later is impossible without
+  dropping the append-only trigger that names it (PostgreSQL refuses ``ALTER COLUMN TYPE``
+  on a column used in a trigger definition), and would rewrite the table. The vector leg
+  scans exactly when at most ``exact_scan_max_rows`` rows are eligible (cheap, and exact by
+  construction) and otherwise walks the HNSW index with pgvector's iterative scan in
+  ``strict_order``, the scope (tenant, active, ``event_key <= as_of``) applied as the filter
+  of that scan, so every ``limit`` slot still goes to an eligible row.
+* Dedupe: a partial UNIQUE index on ``(scope, coalesce(author, ''), text_hash)`` over active
+  rows is the guarantee; a per-scope transaction advisory lock serialises writers of one
+  scope (as SQLite's ``BEGIN IMMEDIATE`` does), which keeps ids in commit order per scope,
+  avoids deadlocks between batches that overlap in different orders, and lets the insert
+  skip duplicates with ``NOT EXISTS`` instead of burning sequence values on conflicts.
+* Schema: versioned ``Migration`` objects, applied under ``pg_advisory_xact_lock`` so several
+  processes opening a fresh database at once create it exactly once.
+* The LLM layers (``ConsolidationStore``, ``GraphStore``; migration 2) behave as in SQLite.
+  Every statement that moves a row's state (``set_state``, each consolidation group, an undo)
+  takes the same per-scope write lock as ``insert``, so they are serialised with each other
+  and with merged-row inserts as SQLite's single writer serialises them. Compare-and-set is
+  ``UPDATE ... WHERE state = old AND superseded_by IS NOT DISTINCT FROM old`` under READ
+  COMMITTED: a concurrent change makes the re-checked row miss the WHERE clause, which is
+  reported as a ``StateConflict``, never applied over. The audit tables refuse ``UPDATE``,
+  ``DELETE`` and ``TRUNCATE`` (runs: only ``finished_at``, ``counts`` and ``undone_by`` may
+  change), and every foreign key carries the scope.
+
+``psycopg`` (3), ``psycopg_pool`` and ``pgvector`` are imported lazily, so ``mempp`` imports
+without the ``postgres`` extra and says how to install it when a URL asks for this engine.
+
+The engine is a package by concern: ``schema`` (pool, migrations), ``records`` (writes and
+plain reads), ``legs`` (retrieval), ``bm25`` (the in-RAM BM25 replica), ``changelog``
+(consolidation runs and undo) and ``graph`` (triples), combined here as ``PostgresStore``.
+"""
+
+from __future__ import annotations
+
+from mempp.store.postgres.changelog import _ChangeLogMixin
+from mempp.store.postgres.graph import _GraphMixin
+from mempp.store.postgres.legs import EF_SEARCH_CEILING, _LegsMixin
+from mempp.store.postgres.schema import (
+    BM25_MAX_ROWS,
+    CONNECT_TIMEOUT_S,
+    DEFAULT_PREPARE_THRESHOLD,
+    ENV_PREPARE_THRESHOLD,
+    HNSW_MAX_DIM,
+    INSTALL_HINT,
+    MIGRATIONS,
+    POOL_MAX_SIZE,
+    POOL_MIN_SIZE,
+    mask_url,
+    prepare_threshold_from_env,
+)
+
+__all__ = [
+    "BM25_MAX_ROWS",
+    "CONNECT_TIMEOUT_S",
+    "DEFAULT_PREPARE_THRESHOLD",
+    "EF_SEARCH_CEILING",
+    "ENV_PREPARE_THRESHOLD",
+    "HNSW_MAX_DIM",
+    "INSTALL_HINT",
+    "MIGRATIONS",
+    "POOL_MAX_SIZE",
+    "POOL_MIN_SIZE",
+    "PostgresStore",
+    "mask_url",
+    "prepare_threshold_from_env",
+]
+
+
+class PostgresStore(_LegsMixin, _ChangeLogMixin, _GraphMixin):
+    """A store in a PostgreSQL database with the pgvector extension.
+
+    ``url`` is a libpq URL (``postgresql://user:password@host:port/db?...``). The schema is
+    created on first open. Tuning knobs are instance attributes so tests and benchmarks can
+    move them: ``exact_scan_max_rows`` (eligible rows up to which the vector leg scans
+    exactly) and ``hnsw_ef_search`` (the HNSW candidate list; raised to ``limit`` + a tie
+    margin when a query asks for more).
+    """

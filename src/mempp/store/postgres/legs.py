@@ -1,0 +1,436 @@
+"""The PostgreSQL engine's retrieval legs: lexical (BM25 from the in-RAM replica of
+``mempp.store.postgres.bm25``, or ``ts_rank_cd``), tagged, nearest (exact scan or HNSW),
+dated spans, thread followers, recency keys and the latest unmatched rows."""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from mempp.errors import EncoderMismatch
+from mempp.query import UNSTORABLE, LexicalQuery, storable_query
+from mempp.store.base import followers_in_order
+from mempp.store.postgres.bm25 import UNDATED, ScopeReplica
+from mempp.store.postgres.records import _RecordsMixin
+from mempp.store.postgres.schema import HNSW_MAX_DIM
+
+if TYPE_CHECKING:
+    import psycopg
+
+# hnsw.ef_search accepts 1..1000.
+EF_SEARCH_CEILING = 1000
+
+
+class _LegsMixin(_RecordsMixin):
+    """The retrieval legs, and the read-time lookups beside them (threads, recency)."""
+
+    exact_scan_max_rows: int = 10_000
+    hnsw_ef_search: int = 100
+    # Extra HNSW candidates fetched past ``limit`` so equal distances at the cut are ordered
+    # by id like every other ranking.
+    tie_margin: int = 16
+
+    def warm(self, scope: str) -> None:
+        # Vectors stay in the server; the BM25 replica of the scope is built here.
+        self._caught_up(scope)
+
+    def lexical(self, scope: str, query: LexicalQuery, as_of: int | None, limit: int) -> list[int]:
+        query = storable_query(query)
+        terms = list(query.terms)
+        phrases = list(query.phrases) if query.mode == "disjunctive" else []
+        if not terms or limit <= 0:
+            return []
+        if query.ranking == "bm25":
+            return self._lexical_bm25(scope, query, terms, phrases, as_of, limit)
+        # ``query.unique_stems`` needs nothing here: ts_rank_cd already counts a lexeme the
+        # query repeats once (tested in the conformance suite).
+        sql = self._psycopg.sql
+        joiner = sql.SQL(" && " if query.mode == "conjunctive" else " || ")
+        # The SQL text depends only on the counts; every term is a bound parameter.
+        tsquery = joiner.join(
+            [
+                *(
+                    sql.SQL("plainto_tsquery('english', {})").format(sql.Placeholder())
+                    for _ in terms
+                ),
+                *(
+                    sql.SQL("phraseto_tsquery('english', {})").format(sql.Placeholder())
+                    for _ in phrases
+                ),
+            ]
+        )
+        date_condition = sql.SQL(" AND r.event_key <= %s" if as_of is not None else "")
+        statement = sql.SQL(
+            """SELECT r.id FROM records r, (SELECT {tsquery} AS q) query
+               WHERE r.tsv @@ query.q AND r.scope = %s AND r.state = 'active'{date}
+               ORDER BY ts_rank_cd(r.tsv, query.q) DESC, r.id DESC LIMIT %s"""
+        ).format(tsquery=tsquery, date=date_condition)
+        params: list[Any] = [*terms, *phrases, scope]
+        if as_of is not None:
+            params.append(as_of)
+        params.append(limit)
+        with self._connection() as conn:
+            return [row[0] for row in conn.execute(statement, params)]
+
+    def _lexical_bm25(
+        self,
+        scope: str,
+        query: LexicalQuery,
+        terms: list[str],
+        phrases: list[str],
+        as_of: int | None,
+        limit: int,
+    ) -> list[int]:
+        """BM25 over the scope's in-RAM replica (``mempp.store.postgres.bm25``); PostgreSQL
+        then keeps the active rows, asked again for more in the rare case too few are."""
+        words = self._lexemes([*terms, *(word for phrase in phrases for word in phrase.split())])
+        lexemes = [lexeme for term in terms for lexeme in words[term]]
+        if query.unique_stems:
+            lexemes = list(dict.fromkeys(lexemes))
+        if not lexemes:
+            return []
+        conjunctive = query.mode == "conjunctive"
+        pairs: dict[tuple[str, str] | str, tuple[str, str, str]] = {}
+        for phrase in phrases:
+            pair = phrase.split()
+            if len(pair) != 2:
+                continue
+            first, second = (words[word] for word in pair)
+            if len(first) == 1 and len(second) == 1:  # a stop word has no lexeme
+                key = (first[0], second[0]) if query.unique_stems else phrase
+                pairs.setdefault(key, (phrase, first[0], second[0]))
+        replica, newest = self._caught_up(scope)
+        phrase_rows = self._phrase_rows(scope, list(pairs.values()), newest)
+        want = limit
+        while True:
+            ranked = replica.ranked(lexemes, conjunctive, as_of, want, phrase_rows)
+            active = self._active_among(scope, ranked)
+            kept = [int(i) for i in ranked if int(i) in active]
+            if len(kept) >= limit or len(ranked) < want:
+                return kept[:limit]
+            want *= 4
+
+    def _caught_up(self, scope: str) -> tuple[ScopeReplica, int]:
+        """The scope's replica holding every committed row, and the newest id it holds."""
+        replica = self._replica(scope)
+        with replica.lock:  # one catch-up at a time; ranking may run beside another one
+            replica.catch_up(lambda after: self._rows_after(scope, after))
+            newest = replica.newest
+        self._evict_replicas(keep=scope)
+        return replica, newest
+
+    def _replica(self, scope: str) -> ScopeReplica:
+        with self._replicas_lock:
+            replica = self._replicas.pop(scope, None) or ScopeReplica()
+            self._replicas[scope] = replica  # the most recently used last
+            return replica
+
+    def _evict_replicas(self, keep: str) -> None:
+        """Drop the least recently searched scopes' replicas while all of them together hold
+        more than ``bm25_max_rows`` rows (the one of ``keep`` stays, whatever its size)."""
+        with self._replicas_lock:
+            held = sum(len(replica.ids) for replica in self._replicas.values())
+            for scope in list(self._replicas):
+                if held <= self.bm25_max_rows:
+                    break
+                if scope != keep:
+                    held -= len(self._replicas.pop(scope).ids)
+
+    def _lexemes(self, words: Sequence[str]) -> dict[str, tuple[str, ...]]:
+        """PostgreSQL's lexemes of each query word (none for a stop word), cached; the words
+        not yet cached cost one round trip together."""
+        cache = self._lexeme_cache
+        # Read the cache once: another thread may clear it at any moment.
+        found = {word: cache.get(word) for word in dict.fromkeys(words)}
+        missing = [word for word, lexemes in found.items() if lexemes is None]
+        if missing:
+            with self._connection() as conn:
+                rows = conn.execute(
+                    """SELECT w, tsvector_to_array(to_tsvector('english', w))
+                       FROM unnest(%s::text[]) AS w""",
+                    (missing,),
+                ).fetchall()
+            fetched = {word: tuple(lexemes) for word, lexemes in rows}
+            if len(cache) > 50_000:  # bounded; a dict clear is atomic
+                cache.clear()
+            cache.update(fetched)
+            found.update(fetched)
+        return {word: found.get(word) or () for word in words}
+
+    def _rows_after(
+        self, scope: str, after: int
+    ) -> tuple[np.ndarray, np.ndarray, dict[str, tuple[np.ndarray, np.ndarray]]]:
+        """Ids, event keys and postings of the scope's rows with ids above ``after``, read
+        in one snapshot."""
+        with self._connection() as conn:
+            conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+            rows = conn.execute(
+                """SELECT id, coalesce(event_key, %s) FROM records
+                   WHERE scope = %s AND id > %s ORDER BY id""",
+                (int(UNDATED), scope, after),
+            ).fetchall()
+            if not rows:
+                return np.empty(0, np.int64), np.empty(0, np.int64), {}
+            grouped = conn.execute(
+                """SELECT u.lexeme, array_agg(r.id ORDER BY r.id),
+                          array_agg(coalesce(cardinality(u.positions), 1) ORDER BY r.id)
+                   FROM records r, unnest(r.tsv) u
+                   WHERE r.scope = %s AND r.id > %s
+                   GROUP BY u.lexeme""",
+                (scope, after),
+            ).fetchall()
+        ids = np.fromiter((row[0] for row in rows), dtype=np.int64, count=len(rows))
+        keys = np.fromiter((row[1] for row in rows), dtype=np.int64, count=len(rows))
+        postings = {
+            lexeme: (np.asarray(row_ids, dtype=np.int64), np.asarray(tf, dtype=np.float64))
+            for lexeme, row_ids, tf in grouped
+        }
+        return ids, keys, postings
+
+    def _phrase_rows(
+        self, scope: str, phrases: list[tuple[str, str, str]], newest: int
+    ) -> list[tuple[np.ndarray, np.ndarray]]:
+        """Per (phrase, first lexeme, second lexeme): the ids of the scope's rows up to
+        ``newest`` where the two words stand side by side, and how often they do."""
+        if not phrases:
+            return []
+        with self._connection() as conn:
+            rows = conn.execute(
+                """SELECT p.n, r.id,
+                          (SELECT u.positions FROM unnest(r.tsv) u WHERE u.lexeme = p.a),
+                          (SELECT u.positions FROM unnest(r.tsv) u WHERE u.lexeme = p.b)
+                   FROM unnest(%s::text[], %s::text[], %s::text[]) WITH ORDINALITY
+                        AS p(phrase, a, b, n)
+                   JOIN LATERAL (
+                       SELECT id, tsv FROM records
+                       WHERE scope = %s AND id <= %s
+                         AND tsv @@ phraseto_tsquery('english', p.phrase)) r ON true""",
+                (
+                    [phrase for phrase, _, _ in phrases],
+                    [a for _, a, _ in phrases],
+                    [b for _, _, b in phrases],
+                    scope,
+                    newest,
+                ),
+            ).fetchall()
+        found: list[tuple[list[int], list[float]]] = [([], []) for _ in phrases]
+        for n, record_id, first, second in rows:
+            follows = {p - 1 for p in second or ()}
+            # PostgreSQL keeps at most 255 positions a lexeme; it matched, so at least once.
+            occurrences = max(1, sum(1 for p in first or () if p in follows))
+            found[n - 1][0].append(record_id)
+            found[n - 1][1].append(float(occurrences))
+        return [
+            (np.asarray(ids, dtype=np.int64), np.asarray(tf, dtype=np.float64))
+            for ids, tf in found
+            if ids
+        ]
+
+    def _active_among(self, scope: str, ids: np.ndarray) -> set[int]:
+        if len(ids) == 0:
+            return set()
+        with self._connection() as conn:
+            rows = conn.execute(
+                """SELECT id FROM records
+                   WHERE scope = %s AND id = ANY(%s) AND state = 'active'""",
+                (scope, ids.tolist()),
+            ).fetchall()
+        return {row[0] for row in rows}
+
+    def tagged(self, scope: str, labels: Sequence[str], as_of: int | None, limit: int) -> list[int]:
+        if not labels or limit <= 0:
+            return []
+        date_condition = " AND r.event_key <= %(as_of)s" if as_of is not None else ""
+        with self._connection() as conn:
+            rows = conn.execute(
+                f"""SELECT r.id FROM record_tags t
+                    JOIN records r ON r.scope = t.scope AND r.id = t.record_id
+                    WHERE t.scope = %(scope)s AND t.label = ANY(%(labels)s::text[])
+                      AND r.state = 'active'{date_condition}
+                    GROUP BY r.id ORDER BY count(*) DESC, r.id DESC LIMIT %(limit)s""",
+                {
+                    "scope": scope,
+                    "labels": [UNSTORABLE.sub("", label) for label in labels],
+                    "as_of": as_of,
+                    "limit": limit,
+                },
+            ).fetchall()
+        return [row[0] for row in rows]
+
+    def nearest(self, scope: str, vector: np.ndarray, as_of: int | None, limit: int) -> list[int]:
+        if limit <= 0:
+            return []
+        dim = self._bound_dim()
+        if dim is None:
+            return []
+        query = np.asarray(vector, dtype=np.float32).reshape(-1)
+        if query.shape[0] != dim:
+            raise EncoderMismatch(
+                f"{self.location} holds {dim}-d vectors; the query vector has {query.shape[0]}"
+            )
+        # The HNSW path orders by the index's own expression (the cast), so the planner can
+        # walk the index; the exact path orders by the bare column, which no index matches,
+        # so it always computes every eligible distance (in parallel workers when the
+        # planner wants). Both give the same numbers. ``dim`` is an int from mempp_meta.
+        distance = f"embedding::vector({int(dim)}) <=> %(q)s"
+        date_condition = " AND event_key <= %(as_of)s" if as_of is not None else ""
+        params = {"scope": scope, "as_of": as_of, "q": query, "limit": limit}
+        with self._connection() as conn:
+            # Counting stops at the threshold, so this costs at most that many index entries.
+            eligible = conn.execute(
+                f"""SELECT count(*) FROM (
+                        SELECT 1 FROM records
+                        WHERE scope = %(scope)s AND state = 'active'{date_condition}
+                        LIMIT %(cap)s) eligible""",
+                {**params, "cap": self.exact_scan_max_rows + 1},
+            ).fetchone()[0]
+            if eligible == 0:
+                return []
+            if eligible > self.exact_scan_max_rows and dim <= HNSW_MAX_DIM:
+                found = self._nearest_hnsw(conn, distance, date_condition, params)
+                # The iterative scan gives up after hnsw.max_scan_tuples; when it comes back
+                # short, an exact scan keeps the promise that all slots go to eligible rows.
+                if len(found) >= limit:
+                    return found
+            return self._nearest_exact(conn, date_condition, params)
+
+    @staticmethod
+    def exact_sql(date_condition: str) -> str:
+        """The exact strategy's statement (public so tests can EXPLAIN it)."""
+        return f"""SELECT id FROM records
+                   WHERE scope = %(scope)s AND state = 'active'{date_condition}
+                   ORDER BY embedding <=> %(q)s, id DESC LIMIT %(limit)s"""
+
+    @staticmethod
+    def hnsw_sql(distance: str, date_condition: str) -> str:
+        """The HNSW strategy's statement (public so tests can EXPLAIN it)."""
+        # The inner ORDER BY is the index's own expression, so it becomes an HNSW index scan
+        # with the scope as its filter; the outer sort only orders equal distances by id.
+        return f"""SELECT id FROM (
+                       SELECT id, {distance} AS distance FROM records
+                       WHERE scope = %(scope)s AND state = 'active'{date_condition}
+                       ORDER BY {distance} LIMIT %(fetch)s) candidates
+                   ORDER BY distance, id DESC LIMIT %(limit)s"""
+
+    def _nearest_exact(
+        self, conn: psycopg.Connection[Any], date_condition: str, params: dict[str, Any]
+    ) -> list[int]:
+        rows = conn.execute(self.exact_sql(date_condition), params)
+        return [row[0] for row in rows]
+
+    def _nearest_hnsw(
+        self,
+        conn: psycopg.Connection[Any],
+        distance: str,
+        date_condition: str,
+        params: dict[str, Any],
+    ) -> list[int]:
+        fetch = params["limit"] + self.tie_margin
+        ef_search = min(EF_SEARCH_CEILING, max(self.hnsw_ef_search, fetch))
+        # strict_order: results stay in exact distance order while the scan keeps going
+        # past filtered-out rows, so the WHERE clause acts before the LIMIT.
+        conn.execute(
+            """SELECT set_config('hnsw.iterative_scan', 'strict_order', true),
+                      set_config('hnsw.ef_search', %s, true)""",
+            (str(ef_search),),
+        )
+        rows = conn.execute(self.hnsw_sql(distance, date_condition), {**params, "fetch": fetch})
+        return [row[0] for row in rows]
+
+    def dated_within(
+        self,
+        scope: str,
+        spans: Sequence[tuple[int, int]],
+        as_of: int | None,
+        limit: int,
+        among: Collection[int] | None = None,
+    ) -> list[int]:
+        if not spans or limit <= 0 or (among is not None and not among):
+            return []
+        date_condition = " AND event_key <= %(as_of)s" if as_of is not None else ""
+        among_condition = "" if among is None else " AND id = ANY(%(ids)s::bigint[])"
+        found: set[int] = set()
+        with self._connection() as conn:
+            for start, end in spans:  # one index range per span
+                rows = conn.execute(
+                    f"""SELECT id FROM records
+                        WHERE scope = %(scope)s AND state = 'active'
+                          AND event_key >= %(start)s AND event_key < %(end)s{date_condition}
+                          {among_condition}
+                        ORDER BY id DESC LIMIT %(limit)s""",
+                    {
+                        "scope": scope,
+                        "start": start,
+                        "end": end,
+                        "as_of": as_of,
+                        "ids": None if among is None else [int(i) for i in among],
+                        "limit": limit,
+                    },
+                ).fetchall()
+                found.update(row[0] for row in rows)
+        return sorted(found, reverse=True)[:limit]
+
+    def thread_followers(
+        self, scope: str, ids: Collection[int], as_of: int | None, depth: int
+    ) -> dict[int, list[int]]:
+        if not ids or depth < 1:
+            return {}
+        # Every row within an as-of bound has its thread key within it too (undated rows fail
+        # the bound anyway), so the bound also ends the index walk.
+        date_condition = (
+            " AND n.event_key <= %(as_of)s AND coalesce(n.event_key, n.ingested_key) <= %(as_of)s"
+            if as_of is not None
+            else ""
+        )
+        with self._connection() as conn:
+            rows = conn.execute(
+                # One short index walk on records_thread per row that has a thread, from the
+                # row's own place, stopping after ``depth`` eligible rows.
+                f"""SELECT c.id, f.id, f.key FROM records c CROSS JOIN LATERAL (
+                        SELECT n.id, coalesce(n.event_key, n.ingested_key) AS key
+                        FROM records n
+                        WHERE n.scope = c.scope AND n.thread = c.thread
+                          AND n.state = 'active'{date_condition}
+                          AND (coalesce(n.event_key, n.ingested_key), n.id)
+                              > (coalesce(c.event_key, c.ingested_key), c.id)
+                        ORDER BY coalesce(n.event_key, n.ingested_key), n.id
+                        LIMIT %(depth)s) f
+                    WHERE c.scope = %(scope)s AND c.id = ANY(%(ids)s::bigint[])
+                      AND c.thread IS NOT NULL""",
+                {"scope": scope, "ids": [int(i) for i in ids], "as_of": as_of, "depth": depth},
+            ).fetchall()
+        return followers_in_order(rows)
+
+    def recency_keys(self, scope: str, ids: Collection[int]) -> dict[int, int]:
+        if not ids:
+            return {}
+        with self._connection() as conn:
+            rows = conn.execute(
+                """SELECT id, coalesce(event_key, ingested_key) FROM records
+                   WHERE scope = %s AND id = ANY(%s::bigint[])""",
+                (scope, [int(i) for i in ids]),
+            ).fetchall()
+        return dict(rows)
+
+    def latest_unmatched(
+        self, scope: str, exclude: Collection[int], as_of: int | None, limit: int
+    ) -> list[int]:
+        if limit <= 0:
+            return []
+        date_condition = " AND event_key <= %(as_of)s" if as_of is not None else ""
+        with self._connection() as conn:
+            rows = conn.execute(
+                f"""SELECT id FROM records
+                    WHERE scope = %(scope)s AND state = 'active'{date_condition}
+                      AND NOT (id = ANY(%(exclude)s::bigint[]))
+                    ORDER BY id DESC LIMIT %(limit)s""",
+                {
+                    "scope": scope,
+                    "as_of": as_of,
+                    "limit": limit,
+                    "exclude": [int(i) for i in exclude],
+                },
+            ).fetchall()
+        return [row[0] for row in rows]

@@ -1,0 +1,266 @@
+"""The PostgreSQL engine's records: encoder binding (with the vector CHECK and HNSW index),
+the write path (insert, dedupe, state changes) and plain reads (get, count, pages,
+scopes)."""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+import numpy as np
+
+from mempp.dates import now_key
+from mempp.errors import EncoderMismatch, StoreError
+from mempp.records import AddResult, Document, Record, State, text_hash
+from mempp.store.postgres.schema import (
+    _LOCK_CLASS_SCHEMA,
+    HNSW_MAX_DIM,
+    _first_line,
+    _PostgresBase,
+)
+
+_RECORD_COLUMNS = (
+    "id, text, author, event_date, tags, source, scope, ingested_at, state, superseded_by, thread"
+)
+
+# One statement per document, pipelined by ``executemany``: the row and its tag labels go in
+# together, and ``NOT EXISTS`` sees rows inserted by earlier statements of the same batch.
+# ``ON CONFLICT`` only matters for writers that bypass the scope lock (other tools).
+_INSERT = """
+WITH new AS (
+    INSERT INTO records (scope, text, text_hash, author, event_date, event_key, tags, source,
+                         ingested_at, ingested_key, embedding, thread)
+    SELECT %(scope)s, %(text)s, %(hash)s, %(author)s, %(event_date)s, %(event_key)s,
+           %(tags)s::text[], %(source)s, %(ingested_at)s, %(ingested_key)s, %(embedding)s,
+           %(thread)s
+    WHERE NOT EXISTS (
+        SELECT 1 FROM records
+        WHERE scope = %(scope)s AND coalesce(author, '') = %(author_key)s
+          AND text_hash = %(hash)s AND state = 'active')
+    ON CONFLICT (scope, (coalesce(author, '')), text_hash) WHERE state = 'active' DO NOTHING
+    RETURNING id
+), labels AS (
+    INSERT INTO record_tags (scope, label, record_id)
+    SELECT %(scope)s, label, new.id FROM new, unnest(%(labels)s::text[]) AS label
+)
+SELECT id FROM new
+"""
+
+
+def _row_params(
+    scope: str,
+    doc: Document,
+    vector: np.ndarray,
+    labels: Collection[str],
+    ingested_at: datetime,
+    ingested_key: int,
+) -> dict[str, Any]:
+    """Parameters of ``_INSERT`` for one document: the one insert path for every row."""
+    return {
+        "scope": scope,
+        "text": doc.text,
+        "hash": text_hash(doc.text),
+        "author": doc.author,
+        "author_key": doc.author or "",
+        "event_date": doc.date.text if doc.date else None,
+        "event_key": doc.date.key if doc.date else None,
+        "tags": list(doc.tags),
+        "source": doc.source,
+        "ingested_at": ingested_at,
+        "ingested_key": ingested_key,
+        "embedding": np.asarray(vector, dtype=np.float32),
+        "thread": doc.thread,
+        "labels": sorted(labels),
+    }
+
+
+def _row_to_record(row: Sequence[Any]) -> Record:
+    ingested: datetime = row[7]
+    return Record(
+        id=row[0],
+        text=row[1],
+        author=row[2],
+        date=row[3],
+        tags=tuple(row[4]),
+        source=row[5],
+        scope=row[6],
+        ingested_at=ingested.astimezone(UTC).isoformat(),
+        state=row[8],
+        superseded_by=row[9],
+        thread=row[10],
+    )
+
+
+class _RecordsMixin(_PostgresBase):
+    """Encoder identity, the write path and plain reads."""
+
+    # -- encoder identity -------------------------------------------------------------
+    def encoder(self) -> tuple[str, int] | None:
+        if self._bound is not None:
+            return self._bound
+        with self._connection() as conn:
+            rows = dict(
+                conn.execute(
+                    "SELECT key, value FROM mempp_meta WHERE key IN ('encoder', 'dim')"
+                ).fetchall()
+            )
+        if "encoder" not in rows:
+            return None
+        self._bound = (rows["encoder"], int(rows["dim"]))
+        return self._bound
+
+    def bind_encoder(self, name: str, dim: int) -> None:
+        if not isinstance(dim, int) or isinstance(dim, bool) or dim < 1:
+            raise StoreError(f"an encoder dimension must be a positive integer, got {dim!r}")
+        sql = self._psycopg.sql
+        with self._connection() as conn:
+            conn.execute("SELECT pg_advisory_xact_lock(%s, 0)", (_LOCK_CLASS_SCHEMA,))
+            found = dict(
+                conn.execute(
+                    "SELECT key, value FROM mempp_meta WHERE key IN ('encoder', 'dim')"
+                ).fetchall()
+            )
+            if "encoder" not in found:
+                # First encoder: from now on the database itself refuses a vector of another
+                # size, and the ANN index can be built (it needs a fixed dimension).
+                conn.execute(
+                    sql.SQL(
+                        "ALTER TABLE records ADD CONSTRAINT records_embedding_dim "
+                        "CHECK (vector_dims(embedding) = {})"
+                    ).format(sql.Literal(dim))
+                )
+                if dim <= HNSW_MAX_DIM:
+                    conn.execute(
+                        sql.SQL(
+                            "CREATE INDEX records_embedding_hnsw ON records "
+                            "USING hnsw ((embedding::vector({})) vector_cosine_ops)"
+                        ).format(sql.Literal(dim))
+                    )
+                conn.execute(
+                    "INSERT INTO mempp_meta (key, value) VALUES ('encoder', %s), ('dim', %s)",
+                    (name, str(dim)),
+                )
+                return
+        if (found["encoder"], int(found["dim"])) != (name, dim):
+            raise EncoderMismatch(
+                f"{self.location} holds vectors of encoder {found['encoder']} "
+                f"({found['dim']}-d); this Memory uses {name} ({dim}-d)"
+            )
+
+    def _bound_dim(self) -> int | None:
+        bound = self.encoder()
+        return None if bound is None else bound[1]
+
+    # -- write path -------------------------------------------------------------------
+    def find_duplicates(self, scope: str, docs: Sequence[Document]) -> list[bool]:
+        if not docs:
+            return []
+        keys = [(doc.author or "", text_hash(doc.text)) for doc in docs]
+        with self._connection() as conn:
+            # One probe of the dedupe index per (author, hash) pair.
+            found = {
+                (row[0], bytes(row[1]))
+                for row in conn.execute(
+                    """SELECT k.author_key, k.hash
+                       FROM unnest(%s::text[], %s::bytea[]) AS k(author_key, hash)
+                       WHERE EXISTS (
+                           SELECT 1 FROM records
+                           WHERE scope = %s AND state = 'active'
+                             AND coalesce(author, '') = k.author_key AND text_hash = k.hash)""",
+                    ([k[0] for k in keys], [k[1] for k in keys], scope),
+                )
+            }
+        return [key in found for key in keys]
+
+    def insert(self, scope: str, docs: Sequence[Document], vectors: np.ndarray) -> list[AddResult]:
+        if len(docs) != len(vectors):
+            raise ValueError("one vector per document is required")
+        if not docs:
+            return []
+        ingested_at = datetime.now(UTC)
+        ingested_key = now_key()
+        params = [
+            _row_params(scope, doc, vector, doc.tag_labels(), ingested_at, ingested_key)
+            for doc, vector in zip(docs, vectors, strict=True)
+        ]
+        results: list[AddResult] = []
+        with self._connection() as conn:
+            self._lock_scope(conn, scope)
+            with conn.cursor() as cursor:
+                cursor.executemany(_INSERT, params, returning=True)
+                while True:
+                    row = cursor.fetchone()
+                    results.append(AddResult(row[0]) if row else AddResult(None, "duplicate"))
+                    if not cursor.nextset():
+                        break
+        return results
+
+    def set_state(
+        self, scope: str, ids: Collection[int], state: State, superseded_by: int | None
+    ) -> None:
+        if not ids:
+            return
+        psycopg = self._psycopg
+        try:
+            with self._pool.connection() as conn:
+                # The scope lock serialises this with consolidation steps and undos, which
+                # also lock it first: no deadlock between them, whatever order ids come in.
+                self._lock_scope(conn, scope)
+                conn.execute(
+                    """UPDATE records SET state = %s, superseded_by = %s
+                       WHERE scope = %s AND id = ANY(%s::bigint[])""",
+                    (state, superseded_by, scope, [int(i) for i in ids]),
+                )
+        except psycopg.errors.UniqueViolation:
+            # Only reachable by re-activating an archived row whose text an active row of
+            # the same author already holds: that would make a duplicate.
+            raise StoreError(
+                f"{self.location}: cannot make a row active while an active row of the same "
+                "scope and author has the same text"
+            ) from None
+        except psycopg.errors.ForeignKeyViolation:
+            raise StoreError(
+                f"{self.location}: superseded_by={superseded_by} is not a record of scope {scope!r}"
+            ) from None
+        except psycopg.errors.CheckViolation:
+            raise StoreError(f"{self.location}: invalid state {state!r}") from None
+        except psycopg.Error as exc:
+            raise StoreError(f"{self.location}: {_first_line(exc)}") from None
+        except self._pool_errors as exc:
+            raise StoreError(f"{self.location}: no database connection ({exc})") from None
+
+    # -- reads ------------------------------------------------------------------------
+    def get(self, scope: str, ids: Collection[int]) -> dict[int, Record]:
+        if not ids:
+            return {}
+        with self._connection() as conn:
+            rows = conn.execute(
+                f"""SELECT {_RECORD_COLUMNS} FROM records
+                    WHERE scope = %s AND id = ANY(%s::bigint[])""",
+                (scope, [int(i) for i in ids]),
+            ).fetchall()
+        return {row[0]: _row_to_record(row) for row in rows}
+
+    def count(self, scope: str, *, active_only: bool = True) -> int:
+        condition = " AND state = 'active'" if active_only else ""
+        with self._connection() as conn:
+            return conn.execute(
+                f"SELECT count(*) FROM records WHERE scope = %s{condition}", (scope,)
+            ).fetchone()[0]
+
+    def records_after(
+        self, scope: str, after: int, limit: int, *, active_only: bool = False
+    ) -> list[Record]:
+        condition = " AND state = 'active'" if active_only else ""
+        with self._connection() as conn:
+            rows = conn.execute(
+                f"""SELECT {_RECORD_COLUMNS} FROM records
+                    WHERE scope = %s AND id > %s{condition} ORDER BY id LIMIT %s""",
+                (scope, int(after), int(limit)),
+            ).fetchall()
+        return [_row_to_record(row) for row in rows]
+
+    def scopes(self) -> list[str]:
+        with self._connection() as conn:
+            return [r[0] for r in conn.execute("SELECT DISTINCT scope FROM records ORDER BY scope")]

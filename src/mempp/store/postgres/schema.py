@@ -1,0 +1,524 @@
+"""The PostgreSQL engine's database: driver import, URL handling, the connection pool and
+the per-scope write lock, ``gather``, and the versioned schema (DDL and triggers as
+``MIGRATIONS``, applied under an advisory lock on open).
+
+Every concern of the engine (records, legs, change log, graph) is a mixin over
+``_PostgresBase``, which owns the pool and the state they share.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import urllib.parse
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor, wait
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from mempp.errors import InvalidInput, StoreError
+from mempp.store.migrations import Migration, newest, pending
+from mempp.store.postgres.bm25 import ScopeReplica
+
+if TYPE_CHECKING:
+    import psycopg
+    import psycopg_pool
+
+T = TypeVar("T")
+
+INSTALL_HINT = "pip install 'mempp[postgres]'"
+
+# Advisory-lock key space: (class, key) pairs of int4. The class spells "memp" so other
+# applications sharing the database are unlikely to collide with it.
+_LOCK_CLASS_SCHEMA = 0x6D656D70
+_LOCK_CLASS_WRITE = 0x6D656D71
+
+POOL_MIN_SIZE = 1
+POOL_MAX_SIZE = 8
+CONNECT_TIMEOUT_S = 10
+# psycopg prepares a statement server-side after it ran this many times on a connection
+# (its default). Behind PgBouncer in transaction mode (before 1.21, or without
+# max_prepared_statements) prepared statements break: set MEMPP_PG_PREPARE_THRESHOLD=off.
+ENV_PREPARE_THRESHOLD = "MEMPP_PG_PREPARE_THRESHOLD"
+DEFAULT_PREPARE_THRESHOLD = 5
+# Rows held by the BM25 replicas of one store, all scopes together: about 0.7 GB for rows of
+# some 40 distinct words (16 bytes per word of a row, 16 per row).
+BM25_MAX_ROWS = 1_000_000
+# pgvector's HNSW index handles at most 2000 dimensions of ``vector``; wider encoders are
+# searched by exact scan only.
+HNSW_MAX_DIM = 2000
+
+_FROZEN_COLUMNS = (
+    "id, scope, text, text_hash, author, event_date, event_key, tags, source, "
+    "ingested_at, ingested_key, embedding"
+)
+
+MIGRATIONS: tuple[Migration, ...] = (
+    Migration(
+        1,
+        "records, full text, tags, append-only triggers",
+        (
+            "CREATE EXTENSION IF NOT EXISTS vector",
+            # A tsvector holds at most 1 MB; to_tsvector raises past that (a document of
+            # ~100k distinct words). Rather than refuse the document and its whole batch,
+            # index the longest prefix that fits (halving); the text itself stays whole.
+            # IMMUTABLE as to_tsvector(regconfig, text) is, so it can feed a generated column.
+            """CREATE FUNCTION mempp_tsvector(body text) RETURNS tsvector
+                LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $$
+            DECLARE
+                keep integer := length(body);
+            BEGIN
+                LOOP
+                    BEGIN
+                        RETURN to_tsvector('english', left(body, keep));
+                    EXCEPTION WHEN program_limit_exceeded THEN
+                        keep := keep / 2;
+                    END;
+                END LOOP;
+            END $$""",
+            """CREATE TABLE mempp_meta (
+                key TEXT PRIMARY KEY,
+                value TEXT NOT NULL)""",
+            # The primary key leads with scope (and every other index and foreign key carries
+            # it) so the table can be distributed by scope (Citus) without schema changes.
+            """CREATE TABLE records (
+                id BIGINT GENERATED ALWAYS AS IDENTITY,
+                scope TEXT NOT NULL,
+                text TEXT NOT NULL,
+                text_hash BYTEA NOT NULL,
+                author TEXT,
+                event_date TEXT,
+                event_key BIGINT,
+                tags TEXT[] NOT NULL DEFAULT '{}',
+                source TEXT,
+                ingested_at TIMESTAMPTZ NOT NULL,
+                ingested_key BIGINT NOT NULL,
+                state TEXT NOT NULL DEFAULT 'active' CHECK (state IN ('active', 'archived')),
+                superseded_by BIGINT,
+                embedding vector NOT NULL,
+                tsv tsvector GENERATED ALWAYS AS (mempp_tsvector(text)) STORED,
+                PRIMARY KEY (scope, id),
+                FOREIGN KEY (scope, superseded_by) REFERENCES records (scope, id))""",
+            # A typical row (text, tsvector, a 1.5 kB vector at 384-d) is past the default
+            # 2 kB TOAST threshold, and every value moved out of line costs a TOAST lookup
+            # per row scored: the vector for an exact scan (2x slower at 100k rows, measured),
+            # the tsvector for ts_rank_cd (~1.5x). Keep rows up to a page whole; for larger
+            # rows (big documents) keep the vector (MAIN) and move text and tsvector out.
+            "ALTER TABLE records SET (toast_tuple_target = 8160)",
+            "ALTER TABLE records ALTER COLUMN embedding SET STORAGE MAIN",
+            "CREATE INDEX records_scope_state_date ON records (scope, state, event_key)",
+            """CREATE UNIQUE INDEX records_dedupe
+                ON records (scope, coalesce(author, ''), text_hash) WHERE state = 'active'""",
+            "CREATE INDEX records_tsv ON records USING gin (tsv)",
+            """CREATE TABLE record_tags (
+                scope TEXT NOT NULL,
+                label TEXT NOT NULL,
+                record_id BIGINT NOT NULL,
+                PRIMARY KEY (scope, label, record_id),
+                FOREIGN KEY (scope, record_id) REFERENCES records (scope, id))""",
+            """CREATE FUNCTION mempp_refuse_removal() RETURNS trigger LANGUAGE plpgsql AS $$
+            BEGIN
+                RAISE EXCEPTION 'mempp: records are append-only; % is refused', TG_OP
+                    USING ERRCODE = 'integrity_constraint_violation';
+            END $$""",
+            """CREATE FUNCTION mempp_refuse_content_change() RETURNS trigger
+                LANGUAGE plpgsql AS $$
+            BEGIN
+                RAISE EXCEPTION 'mempp: a record''s content never changes; only its state may'
+                    USING ERRCODE = 'integrity_constraint_violation';
+            END $$""",
+            """CREATE TRIGGER records_no_delete BEFORE DELETE ON records
+                FOR EACH ROW EXECUTE FUNCTION mempp_refuse_removal()""",
+            """CREATE TRIGGER records_no_truncate BEFORE TRUNCATE ON records
+                FOR EACH STATEMENT EXECUTE FUNCTION mempp_refuse_removal()""",
+            f"""CREATE TRIGGER records_content_frozen BEFORE UPDATE OF {_FROZEN_COLUMNS}
+                ON records FOR EACH ROW EXECUTE FUNCTION mempp_refuse_content_change()""",
+            """CREATE TRIGGER record_tags_no_delete BEFORE DELETE ON record_tags
+                FOR EACH ROW EXECUTE FUNCTION mempp_refuse_removal()""",
+            """CREATE TRIGGER record_tags_no_truncate BEFORE TRUNCATE ON record_tags
+                FOR EACH STATEMENT EXECUTE FUNCTION mempp_refuse_removal()""",
+            """CREATE TRIGGER record_tags_frozen BEFORE UPDATE ON record_tags
+                FOR EACH ROW EXECUTE FUNCTION mempp_refuse_content_change()""",
+        ),
+    ),
+    Migration(
+        2,
+        "consolidation audit trail, entity graph",
+        (
+            # One row per consolidation run or undo. Like records, every table below leads
+            # its primary key with scope and references other tables by (scope, id), so a
+            # log row can never point into another tenant and the tables can be distributed
+            # by scope. records already has PRIMARY KEY (scope, id) to reference.
+            """CREATE TABLE consolidation_runs (
+                id BIGINT GENERATED ALWAYS AS IDENTITY,
+                scope TEXT NOT NULL,
+                kind TEXT NOT NULL CHECK (kind IN ('consolidate', 'undo')),
+                dry_run BOOLEAN NOT NULL DEFAULT false,
+                started_at TIMESTAMPTZ NOT NULL,
+                finished_at TIMESTAMPTZ,
+                settings JSONB NOT NULL DEFAULT '{}',
+                counts JSONB,
+                undoes BIGINT,
+                undone_by BIGINT,
+                PRIMARY KEY (scope, id),
+                FOREIGN KEY (scope, undoes) REFERENCES consolidation_runs (scope, id),
+                FOREIGN KEY (scope, undone_by) REFERENCES consolidation_runs (scope, id))""",
+            # Every group a run looked at, with its label, even when nothing changed.
+            """CREATE TABLE consolidation_groups (
+                scope TEXT NOT NULL,
+                run_id BIGINT NOT NULL,
+                group_no INTEGER NOT NULL,
+                label TEXT NOT NULL,
+                members BIGINT[] NOT NULL,
+                detail TEXT,
+                PRIMARY KEY (scope, run_id, group_no),
+                FOREIGN KEY (scope, run_id) REFERENCES consolidation_runs (scope, id))""",
+            # Every state change; old_state NULL means the row was created by the change.
+            # group_no has no foreign key: an undo's changes name the undone run's groups.
+            """CREATE TABLE consolidation_changes (
+                id BIGINT GENERATED ALWAYS AS IDENTITY,
+                scope TEXT NOT NULL,
+                run_id BIGINT NOT NULL,
+                group_no INTEGER,
+                label TEXT NOT NULL,
+                record_id BIGINT NOT NULL,
+                old_state TEXT CHECK (old_state IN ('active', 'archived')),
+                old_superseded_by BIGINT,
+                new_state TEXT NOT NULL CHECK (new_state IN ('active', 'archived')),
+                new_superseded_by BIGINT,
+                merged_id BIGINT,
+                PRIMARY KEY (scope, id),
+                FOREIGN KEY (scope, run_id) REFERENCES consolidation_runs (scope, id),
+                FOREIGN KEY (scope, record_id) REFERENCES records (scope, id),
+                FOREIGN KEY (scope, old_superseded_by) REFERENCES records (scope, id),
+                FOREIGN KEY (scope, new_superseded_by) REFERENCES records (scope, id),
+                FOREIGN KEY (scope, merged_id) REFERENCES records (scope, id))""",
+            "CREATE INDEX consolidation_changes_run ON consolidation_changes (scope, run_id, id)",
+            # The audit trail is append-only like the records it describes.
+            """CREATE FUNCTION mempp_refuse_log_change() RETURNS trigger LANGUAGE plpgsql AS $$
+            BEGIN
+                RAISE EXCEPTION 'mempp: the consolidation log is append-only; % is refused',
+                    TG_OP USING ERRCODE = 'integrity_constraint_violation';
+            END $$""",
+            """CREATE TRIGGER consolidation_changes_frozen BEFORE UPDATE OR DELETE
+                ON consolidation_changes FOR EACH ROW EXECUTE FUNCTION mempp_refuse_log_change()""",
+            """CREATE TRIGGER consolidation_changes_no_truncate BEFORE TRUNCATE
+                ON consolidation_changes FOR EACH STATEMENT
+                EXECUTE FUNCTION mempp_refuse_log_change()""",
+            """CREATE TRIGGER consolidation_groups_frozen BEFORE UPDATE OR DELETE
+                ON consolidation_groups FOR EACH ROW EXECUTE FUNCTION mempp_refuse_log_change()""",
+            """CREATE TRIGGER consolidation_groups_no_truncate BEFORE TRUNCATE
+                ON consolidation_groups FOR EACH STATEMENT
+                EXECUTE FUNCTION mempp_refuse_log_change()""",
+            """CREATE TRIGGER consolidation_runs_no_delete BEFORE DELETE
+                ON consolidation_runs FOR EACH ROW EXECUTE FUNCTION mempp_refuse_log_change()""",
+            """CREATE TRIGGER consolidation_runs_no_truncate BEFORE TRUNCATE
+                ON consolidation_runs FOR EACH STATEMENT
+                EXECUTE FUNCTION mempp_refuse_log_change()""",
+            # A run is finished (finished_at, counts) and maybe undone (undone_by) later;
+            # what it was (scope, kind, dry run, start, settings, what it undoes) never
+            # changes, and it is undone at most once.
+            """CREATE TRIGGER consolidation_runs_frozen BEFORE UPDATE OF
+                id, scope, kind, dry_run, started_at, settings, undoes
+                ON consolidation_runs FOR EACH ROW EXECUTE FUNCTION mempp_refuse_log_change()""",
+            """CREATE TRIGGER consolidation_runs_undone_once BEFORE UPDATE OF undone_by
+                ON consolidation_runs FOR EACH ROW
+                WHEN (OLD.undone_by IS NOT NULL
+                      AND NEW.undone_by IS DISTINCT FROM OLD.undone_by)
+                EXECUTE FUNCTION mempp_refuse_log_change()""",
+            # Mem^g++: triples keyed to their source row; keys are normalised entity names.
+            """CREATE TABLE graph_triples (
+                id BIGINT GENERATED ALWAYS AS IDENTITY,
+                scope TEXT NOT NULL,
+                record_id BIGINT NOT NULL,
+                subject TEXT NOT NULL,
+                relation TEXT NOT NULL,
+                object TEXT NOT NULL,
+                subject_key TEXT NOT NULL,
+                object_key TEXT NOT NULL,
+                PRIMARY KEY (scope, id),
+                FOREIGN KEY (scope, record_id) REFERENCES records (scope, id))""",
+            "CREATE INDEX graph_triples_subject ON graph_triples (scope, subject_key)",
+            "CREATE INDEX graph_triples_object ON graph_triples (scope, object_key)",
+            "CREATE INDEX graph_triples_record ON graph_triples (scope, record_id)",
+            # A row is marked once extracted, even with no triples, so it is not asked again.
+            # The primary key makes marking exactly-once under concurrent extractors.
+            """CREATE TABLE graph_extractions (
+                scope TEXT NOT NULL,
+                record_id BIGINT NOT NULL,
+                extracted_at TIMESTAMPTZ NOT NULL,
+                model TEXT,
+                triples INTEGER NOT NULL,
+                PRIMARY KEY (scope, record_id),
+                FOREIGN KEY (scope, record_id) REFERENCES records (scope, id))""",
+        ),
+    ),
+    Migration(
+        3,
+        "threads: a record's conversation or thread, for read-time context",
+        (
+            "ALTER TABLE records ADD COLUMN thread TEXT",
+            # Thread order is event time, undated rows at their ingest time, then ingest order.
+            """CREATE INDEX records_thread ON records
+                (scope, thread, (coalesce(event_key, ingested_key)), id)
+                WHERE thread IS NOT NULL""",
+            "DROP TRIGGER records_content_frozen ON records",
+            f"""CREATE TRIGGER records_content_frozen BEFORE UPDATE OF {_FROZEN_COLUMNS}, thread
+                ON records FOR EACH ROW EXECUTE FUNCTION mempp_refuse_content_change()""",
+        ),
+    ),
+)
+
+
+def _import_driver() -> tuple[Any, Any, Any]:
+    """psycopg, psycopg_pool and pgvector's psycopg adapter, or a StoreError saying how."""
+    try:
+        import pgvector.psycopg
+        import psycopg
+        import psycopg_pool
+    except ImportError as exc:
+        raise StoreError(
+            f"the PostgreSQL engine needs psycopg 3, psycopg-pool and pgvector "
+            f"(missing: {exc.name}); install them with: {INSTALL_HINT}"
+        ) from None
+    return psycopg, psycopg_pool, pgvector.psycopg
+
+
+def prepare_threshold_from_env(env: Mapping[str, str] | None = None) -> int | None:
+    """``MEMPP_PG_PREPARE_THRESHOLD``: a count (0 prepares at once), or ``off`` for never
+    (PgBouncer in transaction mode); unset means psycopg's default of 5."""
+    raw = (os.environ if env is None else env).get(ENV_PREPARE_THRESHOLD, "").strip().lower()
+    if not raw:
+        return DEFAULT_PREPARE_THRESHOLD
+    if raw in ("off", "none", "never"):
+        return None
+    try:
+        value = int(raw)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise InvalidInput(f"{ENV_PREPARE_THRESHOLD} must be a count >= 0 or 'off', got {raw!r}")
+    return value
+
+
+def mask_url(url: str) -> str:
+    """The URL with any password (in the authority or the query string) replaced by ***."""
+    try:
+        parts = urllib.parse.urlsplit(url)
+    except ValueError:
+        return "postgresql://(unparsable URL)"
+    netloc = parts.netloc
+    if "@" in netloc:
+        userinfo, _, hostinfo = netloc.rpartition("@")
+        user, colon, password = userinfo.partition(":")
+        if colon and password:
+            netloc = f"{user}:***@{hostinfo}"
+    query = parts.query
+    if query:
+        pairs = urllib.parse.parse_qsl(query, keep_blank_values=True)
+        if any(key == "password" for key, _ in pairs):
+            query = urllib.parse.urlencode(
+                [(k, "***" if k == "password" else v) for k, v in pairs], safe="/*"
+            )
+    return urllib.parse.urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+class _PostgresBase:
+    """A pool of connections to one database, and the state every mixin shares."""
+
+    def __init__(self, url: str) -> None:
+        psycopg, psycopg_pool, pgvector_psycopg = _import_driver()
+        prepare_threshold = prepare_threshold_from_env()  # a bad value fails before connecting
+        self._psycopg = psycopg
+        self._pool_errors = (psycopg_pool.PoolTimeout, psycopg_pool.PoolClosed)
+        self.location = mask_url(url)
+        kwargs = self._connect_kwargs(url)
+        try:
+            with psycopg.connect(url, **kwargs) as conn:
+                self._migrate(conn)
+                vector_info = psycopg.types.TypeInfo.fetch(conn, "vector")
+        except psycopg.Error as exc:
+            raise StoreError(f"cannot open {self.location}: {_first_line(exc)}") from None
+        if vector_info is None:  # pragma: no cover - migration 1 creates it
+            raise StoreError(f"{self.location}: the pgvector type 'vector' is missing")
+
+        # pgvector-python exports register_vector(), which queries the type on every new
+        # connection; register_vector_info() takes the type fetched above instead.
+        register_info = getattr(pgvector_psycopg, "register_vector_info", None)
+        if register_info is None:
+            from pgvector.psycopg.vector import register_vector_info as register_info
+
+        def configure(conn: psycopg.Connection[Any]) -> None:
+            # The type oid is known; registering from it needs no query per connection.
+            register_info(conn, vector_info)
+            conn.prepare_threshold = prepare_threshold
+
+        self._pool: psycopg_pool.ConnectionPool[Any] = psycopg_pool.ConnectionPool(
+            url,
+            kwargs=kwargs,
+            min_size=POOL_MIN_SIZE,
+            max_size=POOL_MAX_SIZE,
+            configure=configure,
+            name="mempp",
+            open=False,
+        )
+        try:
+            self._pool.open(wait=True, timeout=CONNECT_TIMEOUT_S)
+        except psycopg_pool.PoolTimeout:
+            self._pool.close()
+            raise StoreError(f"cannot connect to {self.location}: timed out") from None
+        # Once bound, the encoder of a database never changes: cache it, saving a round
+        # trip per search (Memory checks the encoder before every query).
+        self._bound: tuple[str, int] | None = None
+        # Threads for gather(), started on first use. At most half the pool's connections go
+        # to calls run on them, so callers always find connections of their own.
+        self._readers: ThreadPoolExecutor | None = None
+        self._readers_lock = threading.Lock()
+        self._closed = False
+        self._spare_connections = threading.BoundedSemaphore(POOL_MAX_SIZE // 2)
+        # BM25 replicas, one per scope searched with lexical_rank="bm25", and the lexemes of
+        # query terms (both built on first use). Past bm25_max_rows rows in all, the least
+        # recently searched scopes' replicas are dropped (rebuilt if searched again).
+        self.bm25_max_rows = BM25_MAX_ROWS
+        self._replicas: dict[str, ScopeReplica] = {}
+        self._replicas_lock = threading.Lock()
+        self._lexeme_cache: dict[str, tuple[str, ...]] = {}
+
+    # -- plumbing ---------------------------------------------------------------------
+    def _connect_kwargs(self, url: str) -> dict[str, Any]:
+        """Defaults for what the URL leaves unsaid; a malformed URL is a StoreError."""
+        psycopg = self._psycopg
+        try:
+            params = psycopg.conninfo.conninfo_to_dict(url)
+        except psycopg.Error as exc:
+            raise StoreError(f"not a valid PostgreSQL URL: {self.location} ({exc})") from None
+        kwargs: dict[str, Any] = {"autocommit": False}
+        if "connect_timeout" not in params:
+            kwargs["connect_timeout"] = CONNECT_TIMEOUT_S
+        if "application_name" not in params:
+            kwargs["application_name"] = "mempp"
+        return kwargs
+
+    @contextmanager
+    def _connection(self) -> Iterator[psycopg.Connection[Any]]:
+        """A pooled connection holding one transaction: committed on success, else rolled back.
+
+        Driver and pool failures become ``StoreError`` (lost server, pool exhausted, ...);
+        errors mempp raises on purpose pass through.
+        """
+        psycopg = self._psycopg
+        if self._closed:
+            raise StoreError(f"{self.location} is closed")
+        try:
+            with self._pool.connection() as conn:
+                yield conn
+        except self._pool_errors as exc:
+            raise StoreError(f"{self.location}: no database connection ({exc})") from None
+        except psycopg.Error as exc:
+            raise StoreError(f"{self.location}: {_first_line(exc)}") from None
+
+    @staticmethod
+    def _lock_scope(conn: psycopg.Connection[Any], scope: str) -> None:
+        """Take the scope's write lock until the transaction ends (every writer of a scope
+        takes it first, as SQLite writers take ``BEGIN IMMEDIATE``)."""
+        conn.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))", (_LOCK_CLASS_WRITE, scope))
+
+    def _migrate(self, conn: psycopg.Connection[Any]) -> None:
+        psycopg = self._psycopg
+        with conn.transaction():
+            # Everything below, including CREATE ... IF NOT EXISTS (which races on the
+            # catalog's unique indexes), runs with the schema lock held.
+            conn.execute("SELECT pg_advisory_xact_lock(%s, 0)", (_LOCK_CLASS_SCHEMA,))
+            conn.execute(
+                """CREATE TABLE IF NOT EXISTS mempp_migrations (
+                    version INTEGER PRIMARY KEY, name TEXT NOT NULL,
+                    applied_at TIMESTAMPTZ NOT NULL)"""
+            )
+            applied = {row[0] for row in conn.execute("SELECT version FROM mempp_migrations")}
+            if applied and max(applied) > newest(MIGRATIONS):
+                raise StoreError(
+                    f"{self.location} was written by a newer mempp (schema {max(applied)}); "
+                    "upgrade mempp to open it"
+                )
+            for migration in pending(MIGRATIONS, applied):
+                for statement in migration.statements:
+                    try:
+                        conn.execute(statement)
+                    except (
+                        psycopg.errors.FeatureNotSupported,
+                        psycopg.errors.UndefinedFile,
+                    ) as exc:
+                        raise StoreError(
+                            f"{self.location}: the pgvector extension is not installed on "
+                            f"this server ({_first_line(exc)})"
+                        ) from None
+                    except psycopg.errors.InsufficientPrivilege as exc:
+                        raise StoreError(
+                            f"{self.location}: not allowed to set up the mempp schema "
+                            f"({_first_line(exc)}); ask an administrator to run "
+                            "CREATE EXTENSION vector, or connect as the database owner"
+                        ) from None
+                conn.execute(
+                    "INSERT INTO mempp_migrations (version, name, applied_at) "
+                    "VALUES (%s, %s, now())",
+                    (migration.version, migration.name),
+                )
+
+    def close(self) -> None:
+        with self._readers_lock:
+            self._closed = True
+            readers, self._readers = self._readers, None
+        if readers is not None:
+            readers.shutdown(wait=True)
+        self._pool.close()
+
+    def gather(self, calls: Sequence[Callable[[], T]]) -> list[T]:
+        # Each call holds its own pooled connection, so the server works on the legs of one
+        # search at once (on as many cores as it has) instead of one after another. When
+        # other searches hold the spare connections, the rest run in turn in this thread:
+        # under load, parallel legs would only queue for connections.
+        if len(calls) < 2:
+            return [call() for call in calls]
+        with self._readers_lock:
+            if self._closed:
+                raise StoreError(f"{self.location} is closed")
+            if self._readers is None:
+                self._readers = ThreadPoolExecutor(POOL_MAX_SIZE, thread_name_prefix="mempp-pg")
+            readers = self._readers
+        elsewhere: dict[int, Future[T]] = {}
+        for index, call in enumerate(calls[1:], start=1):
+            if not self._spare_connections.acquire(blocking=False):
+                break
+            try:
+                elsewhere[index] = readers.submit(self._on_spare_connection, call)
+            except RuntimeError:  # closed meanwhile: this call runs here (and fails there)
+                self._spare_connections.release()
+                break
+        results: list[T | None] = [None] * len(calls)
+        try:
+            for index, call in enumerate(calls):
+                if index not in elsewhere:
+                    results[index] = call()
+        finally:
+            wait(elsewhere.values())  # never leave a call running behind the caller's back
+        for index, future in elsewhere.items():
+            results[index] = future.result()
+        return results  # type: ignore[return-value]
+
+    def _on_spare_connection(self, call: Callable[[], T]) -> T:
+        try:
+            return call()
+        finally:
+            self._spare_connections.release()
+
+    def __repr__(self) -> str:
+        return f"PostgresStore({self.location!r})"
+
+    def schema_version(self) -> int:
+        with self._connection() as conn:
+            return conn.execute("SELECT max(version) FROM mempp_migrations").fetchone()[0]

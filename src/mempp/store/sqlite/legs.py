@@ -1,0 +1,431 @@
+"""The SQLite engine's retrieval legs: lexical (FTS5, or its in-RAM BM25 replica), tagged,
+nearest (the in-RAM vector index), dated spans, thread followers, recency keys and the
+latest unmatched rows."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+import urllib.parse
+from collections.abc import Collection, Sequence
+from dataclasses import replace
+
+import numpy as np
+
+from mempp.bm25 import Bm25Index
+from mempp.query import LexicalQuery, storable_query
+from mempp.store.base import followers_in_order
+from mempp.store.sqlite.records import _RecordsMixin
+from mempp.store.sqlite.schema import BUSY_TIMEOUT_S, FTS_TOKENIZE, _ClosedConnection
+from mempp.vectors import ExactVectorIndex
+
+
+def thread_key(alias: str) -> str:
+    """A row's place in its thread (the records_thread index expression)."""
+    return f"coalesce({alias}.event_key, {alias}.ingested_key)"
+
+
+def _first_per_key(items: Sequence[str], keys: Sequence[tuple[str, ...]]) -> tuple[str, ...]:
+    seen: set[tuple[str, ...]] = set()
+    kept = []
+    for item, key in zip(items, keys, strict=True):
+        if key not in seen:
+            seen.add(key)
+            kept.append(item)
+    return tuple(kept)
+
+
+def fts_match_expression(query: LexicalQuery) -> str | None:
+    """Quote every term of a ``storable_query`` as an FTS5 string literal and join them with
+    AND / OR. A quoted two-word phrase is an FTS5 phrase: its words must stand side by side."""
+    terms = list(query.terms)
+    if query.mode == "disjunctive":
+        terms += query.phrases
+    if not terms:
+        return None
+    joiner = " AND " if query.mode == "conjunctive" else " OR "
+    return joiner.join(_quoted(term) for term in terms)
+
+
+def _quoted(term: str) -> str:
+    return '"' + term.replace('"', '""') + '"'
+
+
+def _postings_from_groups(
+    grouped: list[tuple[str, str]],
+) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """``(term, "id,id,id...")`` rows, one id per token occurrence, into ids and frequencies."""
+    postings = {}
+    for term, joined in grouped:
+        occurrences = np.array(joined.split(","), dtype=np.int64)
+        ids, counts = np.unique(occurrences, return_counts=True)
+        postings[term] = (ids, counts.astype(np.float64))
+    return postings
+
+
+class _LegsMixin(_RecordsMixin):
+    """The retrieval legs, and the read-time lookups beside them (threads, recency)."""
+
+    def warm(self, scope: str) -> None:
+        # The vectors and the bm25 replica cover every scope of the file at once.
+        with self._lock:
+            self._vector_index()
+            self._bm25_ready()  # on a large store, starts the replica's build
+            building = self._bm25_thread
+        if building is not None:
+            building.join()  # outside the lock: searches go on (through FTS5) meanwhile
+            with self._lock:
+                self._bm25_ready()
+
+    def lexical(self, scope: str, query: LexicalQuery, as_of: int | None, limit: int) -> list[int]:
+        query = storable_query(query)
+        if query.unique_stems:
+            query = self._one_term_per_stem(query)
+        expression = fts_match_expression(query)
+        if expression is None:
+            return []
+        fast = self._lexical_in_ram(scope, query, as_of, limit)
+        if fast is not None:
+            return fast
+        date_condition = "" if as_of is None else " AND r.event_key <= :as_of"
+        with self._lock:
+            rows = self._conn.execute(
+                f"""SELECT r.id FROM records_fts JOIN records r ON r.id = records_fts.rowid
+                    WHERE records_fts MATCH :match AND r.scope = :scope
+                      AND r.state = 'active'{date_condition}
+                    ORDER BY bm25(records_fts), r.id DESC LIMIT :limit""",
+                {"match": expression, "scope": scope, "as_of": as_of, "limit": limit},
+            ).fetchall()
+        return [row[0] for row in rows]
+
+    def _one_term_per_stem(self, query: LexicalQuery) -> LexicalQuery:
+        """Keep the first term (and phrase) of each distinct FTS5 token sequence."""
+        with self._lock:
+            term_tokens = self._term_tokens(list(query.terms))
+            phrase_tokens = self._term_tokens(list(query.phrases))
+        return replace(
+            query,
+            terms=_first_per_key(query.terms, term_tokens),
+            phrases=_first_per_key(query.phrases, phrase_tokens),
+        )
+
+    def _lexical_in_ram(
+        self, scope: str, query: LexicalQuery, as_of: int | None, limit: int
+    ) -> list[int] | None:
+        """The same ranking from the in-RAM bm25 replica, or None where it cannot serve.
+
+        BM25 is a sum over the query's phrases, so phrase scores (from FTS5, which knows
+        word positions) are added to the replica's single-term scores exactly."""
+        conjunctive = query.mode == "conjunctive"
+        with self._lock:
+            bm25 = self._bm25_ready()
+            if bm25 is None:
+                return None
+            tokens = self._fts_tokens(query.terms)
+            if tokens is None:  # a term FTS5 reads as a multi-token phrase: leave it to FTS5
+                return None
+            index = self._index
+            assert index is not None
+            extra = None
+            if query.phrases and not conjunctive:
+                rows = self._conn.execute(
+                    "SELECT rowid, -bm25(records_fts) FROM records_fts WHERE records_fts MATCH ?",
+                    (" OR ".join(_quoted(p) for p in query.phrases),),
+                ).fetchall()
+                extra = (
+                    np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows)),
+                    np.fromiter((r[1] for r in rows), dtype=np.float64, count=len(rows)),
+                )
+        return bm25.search(
+            tokens,
+            conjunctive=conjunctive,
+            eligible=lambda ids: index.eligible(ids, scope, as_of),
+            limit=limit,
+            extra=extra,
+        )
+
+    def tagged(self, scope: str, labels: Sequence[str], as_of: int | None, limit: int) -> list[int]:
+        if not labels:
+            return []
+        date_condition = "" if as_of is None else " AND r.event_key <= :as_of"
+        with self._lock:
+            rows = self._conn.execute(
+                # CROSS JOIN fixes the join order (labels first): without planner statistics
+                # SQLite would otherwise visit every row of the scope.
+                f"""SELECT r.id FROM record_tags t CROSS JOIN records r ON r.id = t.record_id
+                    WHERE t.label IN (SELECT value FROM json_each(:labels))
+                      AND r.scope = :scope AND r.state = 'active'{date_condition}
+                    GROUP BY r.id ORDER BY count(*) DESC, r.id DESC LIMIT :limit""",
+                {
+                    "labels": json.dumps(list(labels)),
+                    "scope": scope,
+                    "as_of": as_of,
+                    "limit": limit,
+                },
+            ).fetchall()
+        return [row[0] for row in rows]
+
+    def nearest(self, scope: str, vector: np.ndarray, as_of: int | None, limit: int) -> list[int]:
+        index = self._vector_index()
+        if index is None:
+            return []
+        return index.search(vector, scope, as_of, limit)
+
+    def dated_within(
+        self,
+        scope: str,
+        spans: Sequence[tuple[int, int]],
+        as_of: int | None,
+        limit: int,
+        among: Collection[int] | None = None,
+    ) -> list[int]:
+        if not spans or limit <= 0 or (among is not None and not among):
+            return []
+        date_condition = "" if as_of is None else " AND event_key <= :as_of"
+        among_condition = "" if among is None else " AND id IN (SELECT value FROM json_each(:ids))"
+        found: set[int] = set()
+        with self._lock:
+            for start, end in spans:  # one index range per span
+                rows = self._conn.execute(
+                    f"""SELECT id FROM records
+                        WHERE scope = :scope AND state = 'active'
+                          AND event_key >= :start AND event_key < :end{date_condition}
+                          {among_condition}
+                        ORDER BY id DESC LIMIT :limit""",
+                    {
+                        "scope": scope,
+                        "start": start,
+                        "end": end,
+                        "as_of": as_of,
+                        "ids": None if among is None else json.dumps([int(i) for i in among]),
+                        "limit": limit,
+                    },
+                ).fetchall()
+                found.update(row[0] for row in rows)
+        return sorted(found, reverse=True)[:limit]
+
+    def thread_followers(
+        self, scope: str, ids: Collection[int], as_of: int | None, depth: int
+    ) -> dict[int, list[int]]:
+        if not ids or depth < 1:
+            return {}
+        # Every row within an as-of bound has its thread key within it too (undated rows fail
+        # the bound anyway), so the bound also ends the index walk.
+        date_condition = (
+            "" if as_of is None else f" AND m.event_key <= :as_of AND {thread_key('m')} <= :as_of"
+        )
+        with self._lock:
+            rows = self._conn.execute(
+                # One short walk on the records_thread index per row that has a thread: it
+                # starts at the row's own place (the >= term is the seek) and stops after
+                # ``depth`` eligible rows. INDEXED BY: with an as-of bound the planner would
+                # otherwise scan the scope's rows by date.
+                f"""SELECT c.id, n.id, {thread_key("n")} FROM records c JOIN records n
+                    ON n.id IN (
+                        SELECT m.id FROM records m INDEXED BY records_thread
+                        WHERE m.scope = c.scope AND m.thread = c.thread
+                          AND m.state = 'active'{date_condition}
+                          AND {thread_key("m")} >= {thread_key("c")}
+                          AND ({thread_key("m")} > {thread_key("c")} OR m.id > c.id)
+                        ORDER BY {thread_key("m")}, m.id
+                        LIMIT :depth)
+                    WHERE c.id IN (SELECT value FROM json_each(:ids)) AND +c.scope = :scope
+                      AND c.thread IS NOT NULL""",
+                {
+                    "ids": json.dumps([int(i) for i in ids]),
+                    "scope": scope,
+                    "as_of": as_of,
+                    "depth": depth,
+                },
+            ).fetchall()
+        return followers_in_order(rows)
+
+    def recency_keys(self, scope: str, ids: Collection[int]) -> dict[int, int]:
+        if not ids:
+            return {}
+        with self._lock:
+            rows = self._conn.execute(
+                """SELECT id, coalesce(event_key, ingested_key) FROM records
+                   WHERE id IN (SELECT value FROM json_each(?)) AND +scope = ?""",
+                (json.dumps([int(i) for i in ids]), scope),
+            ).fetchall()
+        return dict(rows)
+
+    def latest_unmatched(
+        self, scope: str, exclude: Collection[int], as_of: int | None, limit: int
+    ) -> list[int]:
+        date_condition = "" if as_of is None else " AND +event_key <= :as_of"
+        with self._lock:
+            rows = self._conn.execute(
+                # The unary + keeps SQLite walking ids newest-first (stopping at the limit)
+                # instead of sorting every in-scope row.
+                f"""SELECT id FROM records
+                    WHERE +scope = :scope AND +state = 'active'{date_condition}
+                      AND id NOT IN (SELECT value FROM json_each(:exclude))
+                    ORDER BY id DESC LIMIT :limit""",
+                {
+                    "scope": scope,
+                    "as_of": as_of,
+                    "limit": limit,
+                    "exclude": json.dumps([int(i) for i in exclude]),
+                },
+            ).fetchall()
+        return [row[0] for row in rows]
+
+    # -- the in-RAM bm25 replica -------------------------------------------------------
+    def _bm25_ready(self) -> Bm25Index | None:
+        """The caught-up bm25 replica; starts building it once the store is large enough."""
+        if self.location == ":memory:":
+            return None
+        index = self._vector_index()
+        if index is None:
+            return None
+        if self._bm25 is None and self._bm25_built is not None:
+            self._bm25, self._bm25_built = self._bm25_built, None
+        if self._bm25 is None:
+            if self._bm25_thread is None and len(index) >= self.bm25_min_rows:
+                self._bm25_thread = threading.Thread(
+                    target=self._build_bm25, name="mempp-bm25", daemon=True
+                )
+                self._bm25_thread.start()
+            return None
+        if self._bm25.max_id < index.max_id:
+            self._bm25_catch_up(self._bm25)
+        return self._bm25
+
+    def _build_bm25(self) -> None:
+        """Read FTS5's postings once, on a connection of its own (runs in a thread)."""
+        try:
+            # Read-only: if the store is closed and its file moved meanwhile, this must not
+            # create an empty database in its place.
+            conn = sqlite3.connect(
+                f"file:{urllib.parse.quote(self.location)}?mode=ro",
+                uri=True,
+                timeout=BUSY_TIMEOUT_S,
+            )
+            try:
+                conn.execute(
+                    "CREATE VIRTUAL TABLE temp.mempp_postings "
+                    "USING fts5vocab(main, records_fts, instance)"
+                )
+                conn.execute("BEGIN")  # one snapshot for postings and row counts
+                max_id, rows = conn.execute(
+                    "SELECT coalesce(max(id), 0), count(*) FROM records"
+                ).fetchone()
+                grouped = conn.execute(
+                    "SELECT term, group_concat(doc) FROM temp.mempp_postings GROUP BY term"
+                ).fetchall()
+                conn.execute("COMMIT")
+            finally:
+                conn.close()
+            bm25 = Bm25Index()
+            bm25.add_postings(_postings_from_groups(grouped), rows, max_id)
+        except sqlite3.Error:
+            return  # stay on FTS5, which is always correct
+        with self._lock:
+            if not isinstance(self._conn, _ClosedConnection):  # else nobody would free it
+                self._bm25_built = bm25
+
+    def _bm25_catch_up(self, bm25: Bm25Index) -> None:
+        """Tokenise rows added since the replica was built, with FTS5's own tokenizer."""
+        rows = self._conn.execute(
+            "SELECT id, text FROM records WHERE id > ? ORDER BY id", (bm25.max_id,)
+        ).fetchall()
+        if not rows:
+            return
+        self._ensure_tokenizer()
+        self._conn.executemany("INSERT INTO temp.mempp_tok (rowid, text) VALUES (?, ?)", rows)
+        grouped = self._conn.execute(
+            "SELECT term, group_concat(doc) FROM temp.mempp_tok_postings GROUP BY term"
+        ).fetchall()
+        self._conn.execute("INSERT INTO temp.mempp_tok (mempp_tok) VALUES ('delete-all')")
+        bm25.add_postings(_postings_from_groups(grouped), len(rows), rows[-1][0])
+
+    def _ensure_tokenizer(self) -> None:
+        self._conn.execute(
+            "CREATE VIRTUAL TABLE IF NOT EXISTS temp.mempp_tok USING fts5("
+            f"text, content='', tokenize='{FTS_TOKENIZE}')"
+        )
+        self._conn.execute(
+            "CREATE VIRTUAL TABLE IF NOT EXISTS temp.mempp_tok_postings "
+            "USING fts5vocab(temp, mempp_tok, instance)"
+        )
+
+    def _fts_tokens(self, terms: Sequence[str]) -> tuple[str, ...] | None:
+        """FTS5's token for each query term, or None if some term is not exactly one token."""
+        tokens = self._term_tokens(terms)
+        if any(len(t) != 1 for t in tokens):
+            return None
+        return tuple(t[0] for t in tokens)
+
+    def _term_tokens(self, terms: Sequence[str]) -> list[tuple[str, ...]]:
+        """The FTS5 tokens of each term, through FTS5's own tokenizer (cached)."""
+        if len(self._token_cache) > 50_000:  # bounded; cleared before use, never during
+            self._token_cache.clear()
+        missing = [t for t in dict.fromkeys(terms) if t not in self._token_cache]
+        if missing:
+            self._ensure_tokenizer()
+            self._conn.executemany(
+                "INSERT INTO temp.mempp_tok (rowid, text) VALUES (?, ?)",
+                list(enumerate(missing, start=1)),
+            )
+            found: dict[int, list[str]] = {}
+            for term, doc in self._conn.execute(
+                "SELECT term, doc FROM temp.mempp_tok_postings ORDER BY doc, offset"
+            ):
+                found.setdefault(doc, []).append(term)
+            self._conn.execute("INSERT INTO temp.mempp_tok (mempp_tok) VALUES ('delete-all')")
+            for number, term in enumerate(missing, start=1):
+                self._token_cache[term] = tuple(found.get(number, ()))
+        return [self._token_cache[t] for t in terms]
+
+    # -- the in-RAM vector index --------------------------------------------------------
+    def _vector_index(self) -> ExactVectorIndex | None:
+        """Bring the RAM index up to date with the file (cheap when nothing changed)."""
+        with self._lock:
+            data_version = self._conn.execute("PRAGMA data_version").fetchone()[0]
+            if (
+                self._index is not None
+                and not self._dirty
+                and data_version == self._seen_data_version
+            ):
+                return self._index
+            encoder = self.encoder()
+            if encoder is None:
+                return None
+            if self._index is None:
+                self._index = ExactVectorIndex(encoder[1])
+            index = self._index
+            self._conn.execute("BEGIN")  # one consistent snapshot for rows and epoch
+            try:
+                epoch = self._conn.execute(
+                    "SELECT value FROM mempp_meta WHERE key = 'state_epoch'"
+                ).fetchone()[0]
+                rows = self._conn.execute(
+                    """SELECT id, scope, event_key, state = 'active', embedding FROM records
+                       WHERE id > ? ORDER BY id""",
+                    (index.max_id,),
+                ).fetchall()
+                states = None
+                if epoch != self._seen_state_epoch and len(index):
+                    states = self._conn.execute(
+                        "SELECT id, state = 'active' FROM records WHERE id <= ?", (index.max_id,)
+                    ).fetchall()
+            finally:
+                self._conn.execute("COMMIT")
+            if rows:
+                vectors = np.frombuffer(b"".join(r[4] for r in rows), dtype="<f4")
+                index.append(
+                    np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows)),
+                    vectors.reshape(len(rows), index.dim),
+                    (r[1] for r in rows),
+                    (r[2] for r in rows),
+                    (bool(r[3]) for r in rows),
+                )
+            if states is not None:
+                index.set_active((row_id, bool(active)) for row_id, active in states)
+            self._seen_state_epoch = epoch
+            self._seen_data_version = data_version
+            self._dirty = False
+            return index

@@ -1,0 +1,193 @@
+"""The SQLite engine's records: encoder binding, the write path (insert, dedupe, state
+changes) and plain reads (get, count, pages, scopes)."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Collection, Sequence
+from datetime import UTC, datetime
+
+import numpy as np
+
+from mempp.dates import now_key
+from mempp.errors import EncoderMismatch, StoreError
+from mempp.records import AddResult, Document, Record, State, text_hash
+from mempp.store.sqlite.schema import _SQLiteBase
+
+_RECORD_COLUMNS = (
+    "id, text, author, event_date, tags, source, scope, ingested_at, state, superseded_by, thread"
+)
+
+
+def _row_to_record(row: sqlite3.Row | tuple) -> Record:
+    return Record(
+        id=row[0],
+        text=row[1],
+        author=row[2],
+        date=row[3],
+        tags=tuple(json.loads(row[4])),
+        source=row[5],
+        scope=row[6],
+        ingested_at=row[7],
+        state=row[8],
+        superseded_by=row[9],
+        thread=row[10],
+    )
+
+
+class _RecordsMixin(_SQLiteBase):
+    """Encoder identity, the write path and plain reads."""
+
+    # -- encoder identity -------------------------------------------------------------
+    def encoder(self) -> tuple[str, int] | None:
+        with self._lock:
+            rows = dict(
+                self._conn.execute(
+                    "SELECT key, value FROM mempp_meta WHERE key IN ('encoder', 'dim')"
+                ).fetchall()
+            )
+        if "encoder" not in rows:
+            return None
+        return rows["encoder"], int(rows["dim"])
+
+    def bind_encoder(self, name: str, dim: int) -> None:
+        with self._write() as conn:
+            found = dict(
+                conn.execute(
+                    "SELECT key, value FROM mempp_meta WHERE key IN ('encoder', 'dim')"
+                ).fetchall()
+            )
+            if "encoder" not in found:
+                conn.executemany(
+                    "INSERT INTO mempp_meta (key, value) VALUES (?, ?)",
+                    [("encoder", name), ("dim", str(dim))],
+                )
+                return
+        if (found["encoder"], int(found["dim"])) != (name, dim):
+            raise EncoderMismatch(
+                f"{self.location} holds vectors of encoder {found['encoder']} "
+                f"({found['dim']}-d); this Memory uses {name} ({dim}-d)"
+            )
+
+    # -- write path -------------------------------------------------------------------
+    def find_duplicates(self, scope: str, docs: Sequence[Document]) -> list[bool]:
+        with self._lock:
+            return [self._is_duplicate(self._conn, scope, doc) for doc in docs]
+
+    @staticmethod
+    def _is_duplicate(conn: sqlite3.Connection, scope: str, doc: Document) -> bool:
+        row = conn.execute(
+            """SELECT 1 FROM records INDEXED BY records_dedupe
+               WHERE scope = ? AND coalesce(author, '') = ? AND text_hash = ?
+                 AND state = 'active' LIMIT 1""",
+            (scope, doc.author or "", text_hash(doc.text)),
+        ).fetchone()
+        return row is not None
+
+    def insert(self, scope: str, docs: Sequence[Document], vectors: np.ndarray) -> list[AddResult]:
+        if len(docs) != len(vectors):
+            raise ValueError("one vector per document is required")
+        results: list[AddResult] = []
+        ingested_at = datetime.now(UTC).isoformat()
+        ingested_key = now_key()
+        try:
+            with self._write() as conn:
+                for doc, vector in zip(docs, vectors, strict=True):
+                    if self._is_duplicate(conn, scope, doc):
+                        results.append(AddResult(None, "duplicate"))
+                        continue
+                    row_id = self._insert_row(
+                        conn, scope, doc, vector, doc.tag_labels(), ingested_at, ingested_key
+                    )
+                    results.append(AddResult(row_id))
+        except sqlite3.Error as exc:
+            raise StoreError(f"could not store the batch in {self.location}: {exc}") from None
+        return results
+
+    @staticmethod
+    def _insert_row(
+        conn: sqlite3.Connection,
+        scope: str,
+        doc: Document,
+        vector: np.ndarray,
+        labels: Collection[str],
+        ingested_at: str,
+        ingested_key: int,
+    ) -> int:
+        """Write one record and its tag-index labels (the caller holds the transaction)."""
+        cursor = conn.execute(
+            """INSERT INTO records (scope, text, text_hash, author, event_date,
+                   event_key, tags, source, ingested_at, ingested_key, embedding, thread)
+               VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
+            (
+                scope,
+                doc.text,
+                text_hash(doc.text),
+                doc.author,
+                doc.date.text if doc.date else None,
+                doc.date.key if doc.date else None,
+                json.dumps(list(doc.tags), ensure_ascii=False),
+                doc.source,
+                ingested_at,
+                ingested_key,
+                np.asarray(vector, dtype="<f4").tobytes(),
+                doc.thread,
+            ),
+        )
+        row_id = cursor.lastrowid
+        assert row_id is not None
+        conn.executemany(
+            "INSERT INTO record_tags (label, record_id) VALUES (?, ?)",
+            [(label, row_id) for label in sorted(labels)],
+        )
+        return row_id
+
+    def set_state(
+        self, scope: str, ids: Collection[int], state: State, superseded_by: int | None
+    ) -> None:
+        with self._write() as conn:
+            conn.executemany(
+                "UPDATE records SET state = ?, superseded_by = ? WHERE id = ? AND scope = ?",
+                [(state, superseded_by, row_id, scope) for row_id in ids],
+            )
+
+    # -- reads ------------------------------------------------------------------------
+    def get(self, scope: str, ids: Collection[int]) -> dict[int, Record]:
+        if not ids:
+            return {}
+        with self._lock:
+            rows = self._conn.execute(
+                f"""SELECT {_RECORD_COLUMNS} FROM records
+                    WHERE id IN (SELECT value FROM json_each(?)) AND +scope = ?""",
+                (json.dumps([int(i) for i in ids]), scope),
+            ).fetchall()
+        return {row[0]: _row_to_record(row) for row in rows}
+
+    def count(self, scope: str, *, active_only: bool = True) -> int:
+        condition = " AND state = 'active'" if active_only else ""
+        with self._lock:
+            return self._conn.execute(
+                f"SELECT count(*) FROM records WHERE scope = ?{condition}", (scope,)
+            ).fetchone()[0]
+
+    def records_after(
+        self, scope: str, after: int, limit: int, *, active_only: bool = False
+    ) -> list[Record]:
+        condition = " AND state = 'active'" if active_only else ""
+        with self._lock:
+            rows = self._conn.execute(
+                # "+scope": walk the primary key from ``after`` and stop at ``limit`` rows,
+                # instead of sorting the whole scope for every page.
+                f"""SELECT {_RECORD_COLUMNS} FROM records
+                    WHERE +scope = ? AND id > ?{condition} ORDER BY id LIMIT ?""",
+                (scope, int(after), int(limit)),
+            ).fetchall()
+        return [_row_to_record(row) for row in rows]
+
+    def scopes(self) -> list[str]:
+        with self._lock:
+            return [
+                r[0]
+                for r in self._conn.execute("SELECT DISTINCT scope FROM records ORDER BY scope")
+            ]

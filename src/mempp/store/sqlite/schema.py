@@ -1,0 +1,297 @@
+"""The SQLite engine's file: connection, pragmas, the write transaction, and the versioned
+schema (DDL and triggers as ``MIGRATIONS``, applied on open).
+
+Every concern of the engine (records, legs, change log, graph) is a mixin over
+``_SQLiteBase``, which owns the one connection and the lock that guards it.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, TypeVar
+
+from mempp.bm25 import Bm25Index
+from mempp.errors import StoreError
+from mempp.store.migrations import Migration, newest, pending
+from mempp.vectors import ExactVectorIndex
+
+T = TypeVar("T")
+
+BUSY_TIMEOUT_S = 60.0
+FTS_TOKENIZE = "porter unicode61 remove_diacritics 2"
+# Below this many records FTS5 ranks an OR query in a few ms; above it, the exact in-RAM
+# replica of its bm25() (mempp.bm25) is built in the background and used once ready.
+BM25_RAM_MIN_ROWS = 20_000
+
+MIGRATIONS: tuple[Migration, ...] = (
+    Migration(
+        1,
+        "records, full text, tags, append-only triggers",
+        (
+            """CREATE TABLE IF NOT EXISTS mempp_meta (
+                key TEXT PRIMARY KEY,
+                value TEXT NOT NULL)""",
+            """CREATE TABLE records (
+                id INTEGER PRIMARY KEY AUTOINCREMENT,
+                scope TEXT NOT NULL,
+                text TEXT NOT NULL,
+                text_hash BLOB NOT NULL,
+                author TEXT,
+                event_date TEXT,
+                event_key INTEGER,
+                tags TEXT NOT NULL DEFAULT '[]',
+                source TEXT,
+                ingested_at TEXT NOT NULL,
+                ingested_key INTEGER NOT NULL,
+                state TEXT NOT NULL DEFAULT 'active' CHECK (state IN ('active', 'archived')),
+                superseded_by INTEGER REFERENCES records(id),
+                embedding BLOB NOT NULL)""",
+            "CREATE INDEX records_scope_state_date ON records (scope, state, event_key)",
+            """CREATE INDEX records_dedupe
+                ON records (scope, coalesce(author, ''), text_hash) WHERE state = 'active'""",
+            """CREATE TABLE record_tags (
+                label TEXT NOT NULL,
+                record_id INTEGER NOT NULL REFERENCES records(id),
+                PRIMARY KEY (label, record_id)) WITHOUT ROWID""",
+            f"""CREATE VIRTUAL TABLE records_fts USING fts5(
+                text, content='records', content_rowid='id', tokenize='{FTS_TOKENIZE}')""",
+            """CREATE TRIGGER records_fts_insert AFTER INSERT ON records BEGIN
+                INSERT INTO records_fts (rowid, text) VALUES (new.id, new.text);
+            END""",
+            """CREATE TRIGGER records_no_delete BEFORE DELETE ON records BEGIN
+                SELECT RAISE(ABORT, 'mempp: records are append-only; DELETE is refused');
+            END""",
+            """CREATE TRIGGER records_content_frozen BEFORE UPDATE OF
+                id, scope, text, text_hash, author, event_date, event_key, tags, source,
+                ingested_at, ingested_key, embedding ON records BEGIN
+                SELECT RAISE(ABORT,
+                    'mempp: a record''s content never changes; only its state may');
+            END""",
+            """CREATE TRIGGER record_tags_no_delete BEFORE DELETE ON record_tags BEGIN
+                SELECT RAISE(ABORT, 'mempp: records are append-only; DELETE is refused');
+            END""",
+            """CREATE TRIGGER record_tags_frozen BEFORE UPDATE ON record_tags BEGIN
+                SELECT RAISE(ABORT,
+                    'mempp: a record''s content never changes; only its state may');
+            END""",
+            # Readers in other processes notice state changes through this counter.
+            "INSERT OR IGNORE INTO mempp_meta (key, value) VALUES ('state_epoch', '0')",
+            """CREATE TRIGGER records_state_epoch AFTER UPDATE OF state ON records BEGIN
+                UPDATE mempp_meta SET value = CAST(value AS INTEGER) + 1
+                WHERE key = 'state_epoch';
+            END""",
+        ),
+    ),
+    Migration(
+        2,
+        "consolidation audit trail, entity graph",
+        (
+            # One row per consolidation run or undo; settings and counts are JSON objects.
+            """CREATE TABLE consolidation_runs (
+                id INTEGER PRIMARY KEY AUTOINCREMENT,
+                scope TEXT NOT NULL,
+                kind TEXT NOT NULL CHECK (kind IN ('consolidate', 'undo')),
+                dry_run INTEGER NOT NULL DEFAULT 0,
+                started_at TEXT NOT NULL,
+                finished_at TEXT,
+                settings TEXT NOT NULL DEFAULT '{}',
+                counts TEXT,
+                undoes INTEGER REFERENCES consolidation_runs(id),
+                undone_by INTEGER REFERENCES consolidation_runs(id))""",
+            "CREATE INDEX consolidation_runs_scope ON consolidation_runs (scope, id)",
+            # Every group a run looked at, with its label, even when nothing changed.
+            """CREATE TABLE consolidation_groups (
+                run_id INTEGER NOT NULL REFERENCES consolidation_runs(id),
+                group_no INTEGER NOT NULL,
+                label TEXT NOT NULL,
+                members TEXT NOT NULL,
+                detail TEXT,
+                PRIMARY KEY (run_id, group_no))""",
+            # Every state change; old_state NULL means the row was created by the change.
+            """CREATE TABLE consolidation_changes (
+                id INTEGER PRIMARY KEY AUTOINCREMENT,
+                run_id INTEGER NOT NULL REFERENCES consolidation_runs(id),
+                group_no INTEGER,
+                label TEXT NOT NULL,
+                record_id INTEGER NOT NULL REFERENCES records(id),
+                old_state TEXT CHECK (old_state IN ('active', 'archived')),
+                old_superseded_by INTEGER,
+                new_state TEXT NOT NULL CHECK (new_state IN ('active', 'archived')),
+                new_superseded_by INTEGER,
+                merged_id INTEGER REFERENCES records(id))""",
+            "CREATE INDEX consolidation_changes_run ON consolidation_changes (run_id, id)",
+            # The audit trail is append-only like the records it describes.
+            """CREATE TRIGGER consolidation_changes_frozen BEFORE UPDATE ON consolidation_changes
+            BEGIN
+                SELECT RAISE(ABORT, 'mempp: the consolidation log is append-only');
+            END""",
+            """CREATE TRIGGER consolidation_changes_no_delete BEFORE DELETE
+                ON consolidation_changes BEGIN
+                SELECT RAISE(ABORT, 'mempp: the consolidation log is append-only');
+            END""",
+            """CREATE TRIGGER consolidation_groups_frozen BEFORE UPDATE ON consolidation_groups
+            BEGIN
+                SELECT RAISE(ABORT, 'mempp: the consolidation log is append-only');
+            END""",
+            """CREATE TRIGGER consolidation_groups_no_delete BEFORE DELETE
+                ON consolidation_groups BEGIN
+                SELECT RAISE(ABORT, 'mempp: the consolidation log is append-only');
+            END""",
+            """CREATE TRIGGER consolidation_runs_no_delete BEFORE DELETE
+                ON consolidation_runs BEGIN
+                SELECT RAISE(ABORT, 'mempp: the consolidation log is append-only');
+            END""",
+            # Mem^g++: triples keyed to their source row; keys are normalised entity names.
+            """CREATE TABLE graph_triples (
+                id INTEGER PRIMARY KEY AUTOINCREMENT,
+                scope TEXT NOT NULL,
+                record_id INTEGER NOT NULL REFERENCES records(id),
+                subject TEXT NOT NULL,
+                relation TEXT NOT NULL,
+                object TEXT NOT NULL,
+                subject_key TEXT NOT NULL,
+                object_key TEXT NOT NULL)""",
+            "CREATE INDEX graph_triples_subject ON graph_triples (scope, subject_key)",
+            "CREATE INDEX graph_triples_object ON graph_triples (scope, object_key)",
+            "CREATE INDEX graph_triples_record ON graph_triples (record_id)",
+            # A row is marked once extracted, even with no triples, so it is not asked again.
+            """CREATE TABLE graph_extractions (
+                record_id INTEGER PRIMARY KEY REFERENCES records(id),
+                scope TEXT NOT NULL,
+                extracted_at TEXT NOT NULL,
+                model TEXT,
+                triples INTEGER NOT NULL)""",
+        ),
+    ),
+    Migration(
+        3,
+        "threads: a record's conversation or thread, for read-time context",
+        (
+            "ALTER TABLE records ADD COLUMN thread TEXT",
+            # Thread order is event time, undated rows at their ingest time, then ingest order.
+            """CREATE INDEX records_thread ON records
+                (scope, thread, coalesce(event_key, ingested_key), id) WHERE thread IS NOT NULL""",
+            "DROP TRIGGER records_content_frozen",
+            """CREATE TRIGGER records_content_frozen BEFORE UPDATE OF
+                id, scope, text, text_hash, author, event_date, event_key, tags, source,
+                ingested_at, ingested_key, embedding, thread ON records BEGIN
+                SELECT RAISE(ABORT,
+                    'mempp: a record''s content never changes; only its state may');
+            END""",
+        ),
+    ),
+)
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat()
+
+
+class _ClosedConnection:
+    """Stands in for the connection of a closed store: any use says so, as a StoreError."""
+
+    def __init__(self, location: str) -> None:
+        self._location = location
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):  # keep Python's own protocol probes (copy, pickle) working
+            raise AttributeError(name)
+        raise StoreError(f"{self._location} is closed")
+
+
+class _SQLiteBase:
+    """One connection to the file behind one lock; the state every mixin shares."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.location = os.fspath(path)
+        if self.location != ":memory:":
+            parent = Path(self.location).expanduser().resolve().parent
+            if not parent.is_dir():
+                raise StoreError(f"cannot create {self.location}: folder {parent} does not exist")
+            if Path(self.location).is_dir():
+                raise StoreError(f"{self.location} is a folder, not a database file")
+        self._lock = threading.RLock()
+        try:
+            self._conn = sqlite3.connect(
+                self.location,
+                timeout=BUSY_TIMEOUT_S,
+                isolation_level=None,
+                check_same_thread=False,
+            )
+            self._conn.execute("PRAGMA journal_mode=WAL")
+            self._conn.execute("PRAGMA synchronous=FULL")
+            self._conn.execute("PRAGMA foreign_keys=ON")
+            self._migrate()
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(f"cannot open {self.location} as a mempp database: {exc}") from None
+        self._index: ExactVectorIndex | None = None
+        self.bm25_min_rows = BM25_RAM_MIN_ROWS
+        self._bm25: Bm25Index | None = None
+        self._bm25_built: Bm25Index | None = None
+        self._bm25_thread: threading.Thread | None = None
+        self._token_cache: dict[str, tuple[str, ...]] = {}
+        self._seen_data_version = -1
+        self._seen_state_epoch = ""
+        self._dirty = True
+
+    # -- plumbing ---------------------------------------------------------------------
+    @contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._conn
+            except BaseException:
+                self._conn.execute("ROLLBACK")
+                raise
+            else:
+                self._conn.execute("COMMIT")
+            finally:
+                self._dirty = True
+
+    def _migrate(self) -> None:
+        conn = self._conn
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            conn.execute(
+                """CREATE TABLE IF NOT EXISTS mempp_migrations (
+                    version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)"""
+            )
+            applied = {row[0] for row in conn.execute("SELECT version FROM mempp_migrations")}
+            if applied and max(applied) > newest(MIGRATIONS):
+                raise StoreError(
+                    f"{self.location} was written by a newer mempp (schema {max(applied)}); "
+                    "upgrade mempp to open it"
+                )
+            for migration in pending(MIGRATIONS, applied):
+                for statement in migration.statements:
+                    conn.execute(statement)
+                conn.execute(
+                    "INSERT INTO mempp_migrations (version, name, applied_at) VALUES (?, ?, ?)",
+                    (migration.version, migration.name, datetime.now(UTC).isoformat()),
+                )
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
+
+    def close(self) -> None:
+        with self._lock:
+            if not isinstance(self._conn, _ClosedConnection):
+                self._conn.close()
+                self._conn = _ClosedConnection(self.location)  # type: ignore[assignment]
+            self._index = self._bm25 = self._bm25_built = None  # their RAM goes now
+
+    def gather(self, calls: Sequence[Callable[[], T]]) -> list[T]:
+        # One connection behind one lock: threads would only queue for it.
+        return [call() for call in calls]
+
+    def schema_version(self) -> int:
+        with self._lock:
+            return self._conn.execute("SELECT max(version) FROM mempp_migrations").fetchone()[0]
