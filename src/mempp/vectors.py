@@ -1,7 +1,8 @@
 """Exact cosine search in RAM with the scope applied before ranking.
 
 Vectors are unit length, so cosine is one matrix-vector product. The scope (tenant, active,
-``event_key <= as_of``) becomes a boolean mask over the whole matrix; masked rows get ``-inf``
+``event_key <= as_of``, and the ids a search's filters keep) becomes a boolean mask over the
+whole matrix; masked rows get ``-inf``
 and the top ``limit`` eligible rows are picked with ``argpartition``. At 100k x 384 this is
 one pass over ~150 MB, about 10 ms on two cores: no approximate index is needed at that size,
 and results are exact by construction.
@@ -72,8 +73,15 @@ class ExactVectorIndex:
                 if position is not None:
                     self._active[position] = is_active
 
-    def eligible(self, ids: np.ndarray, scope: str, as_of: int | None) -> np.ndarray:
-        """Mask over ``ids``: known rows of this tenant, active, dated up to ``as_of``."""
+    def eligible(
+        self,
+        ids: np.ndarray,
+        scope: str,
+        as_of: int | None,
+        allowed: np.ndarray | None = None,
+    ) -> np.ndarray:
+        """Mask over ``ids``: known rows of this tenant, active, dated up to ``as_of`` and,
+        when given, among ``allowed`` (sorted ids the search's filters keep)."""
         code = self._scope_codes.get(scope)
         n = self._n
         if code is None or n == 0:
@@ -83,9 +91,20 @@ class ExactVectorIndex:
         mask &= self._scope[positions] == code
         if as_of is not None:
             mask &= self._event[positions] <= as_of
+        if allowed is not None:
+            mask &= np.isin(ids, allowed, assume_unique=False)
         return mask
 
-    def search(self, query: np.ndarray, scope: str, as_of: int | None, limit: int) -> list[int]:
+    def search(
+        self,
+        query: np.ndarray,
+        scope: str,
+        as_of: int | None,
+        limit: int,
+        allowed: np.ndarray | None = None,
+    ) -> list[int]:
+        """The ``limit`` eligible rows most similar to ``query``; with ``allowed`` (sorted
+        ids), only rows among them."""
         code = self._scope_codes.get(scope)
         if code is None or self._n == 0 or limit <= 0:
             return []
@@ -93,6 +112,8 @@ class ExactVectorIndex:
         mask = self._active[:n] & (self._scope[:n] == code)
         if as_of is not None:
             mask &= self._event[:n] <= as_of
+        if allowed is not None:
+            mask &= np.isin(self._ids[:n], allowed)
         eligible = int(np.count_nonzero(mask))
         if eligible == 0:
             return []

@@ -47,13 +47,14 @@ Same contract as the SQLite engine (``mempp.store.base.Store``), enforced by the
 without the ``postgres`` extra and says how to install it when a URL asks for this engine.
 
 The engine is a package by concern: ``schema`` (pool, migrations), ``records`` (writes and
-plain reads), ``legs`` (retrieval), ``bm25`` (the in-RAM BM25 replica), ``changelog``
+plain reads), ``legs`` (retrieval), ``bm25`` (the in-RAM BM25 replica), ``erasure``
+(redaction), ``timeline`` (history and changes), ``changelog``
 (consolidation runs and undo) and ``graph`` (triples), combined here as ``PostgresStore``.
 """
 
 from __future__ import annotations
 
-from mempp.store.postgres.changelog import _ChangeLogMixin
+from mempp.store.postgres.erasure import _ErasureMixin
 from mempp.store.postgres.graph import _GraphMixin
 from mempp.store.postgres.legs import EF_SEARCH_CEILING, _LegsMixin
 from mempp.store.postgres.schema import (
@@ -69,6 +70,7 @@ from mempp.store.postgres.schema import (
     mask_url,
     prepare_threshold_from_env,
 )
+from mempp.store.postgres.timeline import _TimelineMixin
 
 __all__ = [
     "BM25_MAX_ROWS",
@@ -87,7 +89,7 @@ __all__ = [
 ]
 
 
-class PostgresStore(_LegsMixin, _ChangeLogMixin, _GraphMixin):
+class PostgresStore(_LegsMixin, _ErasureMixin, _TimelineMixin, _GraphMixin):
     """A store in a PostgreSQL database with the pgvector extension.
 
     ``url`` is a libpq URL (``postgresql://user:password@host:port/db?...``). The schema is

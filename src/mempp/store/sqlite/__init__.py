@@ -11,15 +11,17 @@
 
 The engine is a package by concern: ``schema`` (connection, migrations), ``records``
 (writes and plain reads), ``legs`` (retrieval), ``changelog`` (consolidation runs and
-undo) and ``graph`` (triples), combined here as ``SQLiteStore``.
+undo), ``erasure`` (redaction), ``timeline`` (history and changes) and ``graph``
+(triples), combined here as ``SQLiteStore``.
 """
 
 from __future__ import annotations
 
-from mempp.store.sqlite.changelog import _ChangeLogMixin
+from mempp.store.sqlite.erasure import _ErasureMixin
 from mempp.store.sqlite.graph import _GraphMixin
 from mempp.store.sqlite.legs import _LegsMixin, fts_match_expression, thread_key
 from mempp.store.sqlite.schema import BM25_RAM_MIN_ROWS, BUSY_TIMEOUT_S, FTS_TOKENIZE, MIGRATIONS
+from mempp.store.sqlite.timeline import _TimelineMixin
 
 __all__ = [
     "BM25_RAM_MIN_ROWS",
@@ -32,5 +34,5 @@ __all__ = [
 ]
 
 
-class SQLiteStore(_LegsMixin, _ChangeLogMixin, _GraphMixin):
+class SQLiteStore(_LegsMixin, _ErasureMixin, _TimelineMixin, _GraphMixin):
     """The default engine: a single local file, no server."""
