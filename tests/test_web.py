@@ -197,6 +197,19 @@ def test_search_as_of_leaves_later_records_out(served) -> None:
     assert f'superseded by <a href="/records/{ids["reversal"]}">' in later.text
 
 
+def test_search_filters_narrow_before_ranking(served) -> None:
+    client = login(served, "read")
+    page = client.get("/search", params={"q": "Team plan pricing", "author": "Priya Nair"})
+    authors = re.findall(r'<span class="author">([^<]+)</span>', page.text)
+    assert authors and set(authors) == {"Priya Nair"}
+    assert 'id="author" name="author" type="text" value="Priya Nair"' in page.text
+    before = client.get("/search", params={"q": "Team plan pricing", "known_at": "2000-01-01"})
+    assert "0 hits" in before.text and "known at 2000-01-01" in before.text
+    tagged = client.get("/search", params={"q": "plan", "tags": "decision", "tags_mode": "all"})
+    ids = {int(i) for i in re.findall(r'class="hit-link" href="/records/(\d+)"', tagged.text)}
+    assert ids == {served.ids["raise"], served.ids["reversal"]}
+
+
 def test_evidence_shows_the_block_with_budget_and_record_links(served) -> None:
     client = login(served, "read")
     memory = Memory(served.db, embedder=KeywordEmbedder(WORDS))
@@ -233,12 +246,41 @@ def test_timeline_draws_versions_arrows_and_the_as_of_line(served) -> None:
     points = re.findall(
         r'class="version (\w+)( after)?[^"]*" data-date="([\d-]+)" data-id="(\d+)"', svg
     )
-    assert {int(p[3]) for p in points} == {ids["kickoff"], ids["raise"], ids["reversal"]}
+    # The chain, and whatever the legs rank close to the kickoff (history's neighbours).
+    assert {int(p[3]) for p in points} >= {ids["kickoff"], ids["raise"], ids["reversal"]}
     assert all(bool(p[1]) == (p[2] > "2024-06-30") for p in points)
     assert svg.count('class="arrow"') == 2
     assert f"record {ids['kickoff']} superseded by record {ids['raise']}" in svg
     assert 'class="as-of-line"' in svg and 'visibility="hidden"' not in svg
     assert "Priya Nair" in svg and "Dana Whitfield" in svg  # a lane per author
+
+
+def test_timeline_of_a_query_draws_its_history(served) -> None:
+    client = login(served, "read")
+    page = client.get("/timeline", params={"q": "Team plan price raise"})
+    assert page.status_code == 200
+    memory = Memory(served.db, embedder=KeywordEmbedder(WORDS))
+    entries = memory.history("Team plan price raise")
+    svg = page.text.split("<svg", 1)[1].split("</svg>", 1)[0]
+    drawn = {int(i) for i in re.findall(r'data-id="(\d+)"', svg)}
+    assert drawn == {e.record.id for e in entries if e.record.day}
+    assert "subject" in page.text
+    empty = client.get("/timeline")
+    assert empty.status_code == 200 and "<svg" not in empty.text
+
+
+def test_changes_between_two_dates(served) -> None:
+    client = login(served, "read")
+    ids = served.ids
+    page = client.get("/changes", params={"since": "2024-09-01", "until": "2024-09-30"})
+    assert page.status_code == 200
+    entered = page.text.split('id="entered"', 1)[1].split("</ol>", 1)[0]
+    superseded = page.text.split('id="superseded"', 1)[1].split("</ol>", 1)[0]
+    assert f'href="/records/{ids["reversal"]}"' in entered
+    assert f'href="/records/{ids["raise"]}"' in superseded
+    assert f'href="/records/{ids["kickoff"]}"' not in page.text
+    blank = client.get("/changes")
+    assert 'value="2024-01-15"' in blank.text and 'value="2024-09-30"' in blank.text
 
 
 def test_another_scopes_record_has_no_timeline(served) -> None:
@@ -248,11 +290,16 @@ def test_another_scopes_record_has_no_timeline(served) -> None:
     assert "secret" not in response.text
 
 
-def test_record_page_shows_the_thread_that_follows(served) -> None:
+def test_record_page_shows_its_thread_before_and_after(served) -> None:
     client = login(served, "read")
-    page = client.get(f"/records/{served.ids['thread_first']}")
-    assert "Thread launch-2024" in page.text
-    assert f'href="/records/{served.ids["thread_last"]}"' in page.text
+    first = client.get(f"/records/{served.ids['thread_first']}")
+    assert "Thread launch-2024" in first.text and "It opens this thread." in first.text
+    after = first.text.split("After it", 1)[1]
+    assert f'href="/records/{served.ids["thread_last"]}"' in after
+    last = client.get(f"/records/{served.ids['thread_last']}")
+    before = last.text.split("Before it", 1)[1].split("After it", 1)[0]
+    assert f'href="/records/{served.ids["thread_first"]}"' in before
+    assert "Nothing later in this thread." in last.text
 
 
 def test_ask_answers_with_links_to_the_cited_records(tmp_path: Path) -> None:
@@ -306,9 +353,13 @@ def test_another_scopes_record_is_not_found(served) -> None:
         ("/search?q=plan&k=lots", 400, "k:"),
         ("/search?q=plan&k=0", 400, "k:"),
         ("/evidence?q=plan&budget=-3", 400, "budget"),
-        ("/timeline", 400, "record:"),
         ("/timeline?record=x1", 404, "not a record id"),
         ("/timeline?record=1&as_of=2024-02-30", 400, "as_of"),
+        ("/search?q=plan&known_at=soon", 400, "known_at"),
+        ("/search?q=plan&tags=x&tags_mode=most", 400, "tags_mode"),
+        ("/changes?since=2024-01-01", 400, "until"),
+        ("/changes?since=2024-05-01&until=2024-01-01", 400, "since"),
+        ("/changes?since=2024-01-01&until=later", 400, "until"),
     ],
 )
 def test_bad_input_gets_a_readable_page(served, path, status, phrase) -> None:

@@ -64,3 +64,13 @@ def tag_list(value: str | None) -> list[str]:
     """Comma-separated tags."""
     value = text(value)
     return [] if value is None else [t.strip() for t in value.split(",") if t.strip()]
+
+
+def choice(name: str, value: str | None, allowed: tuple[str, ...]) -> str:
+    """One of ``allowed``; the first when not given."""
+    value = text(value)
+    if value is None:
+        return allowed[0]
+    if value not in allowed:
+        raise WebError(400, "Cannot read that", f"{name}: choose one of {', '.join(allowed)}")
+    return value

@@ -37,7 +37,6 @@ from mempp.server.web.record_links import (
     newer_chain,
     older_chain,
     read_log,
-    thread_next,
 )
 from mempp.server.web.session import COOKIE
 from mempp.server.web.timeline import Version, layout
@@ -130,13 +129,23 @@ def search_page(
     who: Who,
     q: str | None = None,
     as_of: str | None = None,
+    known_at: str | None = None,
+    author: str | None = None,
+    tags: str | None = None,
+    tags_mode: str | None = None,
     k: str | None = None,
 ) -> Response:
     query = forms.text(q)
     bound = forms.date_field("as_of", as_of)
     count = forms.int_field("k", k, default=DEFAULT_K, low=1, high=forms.MAX_K)
+    filters = {
+        "known_at": forms.date_field("known_at", known_at),
+        "author": forms.text(author),
+        "tags": forms.tag_list(tags),
+        "tags_mode": forms.choice("tags_mode", tags_mode, ("any", "all")),
+    }
     memory = _memory(request, who)
-    hits = memory.search(query, as_of=bound, k=count) if query else []
+    hits = memory.search(query, as_of=bound, k=count, **filters) if query else []
     return render(
         request,
         who,
@@ -145,6 +154,7 @@ def search_page(
             "q": query or "",
             "as_of": bound or "",
             "k": count,
+            "filters": {**filters, "tags": ", ".join(filters["tags"])},
             "hits": hits,
             "successors": successors_within(memory, hits, bound),
             "searched": query is not None,
@@ -274,6 +284,10 @@ def record_page(request: Request, who: Who, record_id: str) -> Response:
     memory = _memory(request, who)
     record = memory.get(number)
     log = read_log(memory)
+    entries = memory.history(record_id=record.id)
+    order = [e.record.id for e in entries]
+    here = order.index(record.id) if record.id in order else len(order)
+    thread = [(i, e.record) for i, e in enumerate(entries) if "thread" in e.reasons]
     return render(
         request,
         who,
@@ -282,47 +296,71 @@ def record_page(request: Request, who: Who, record_id: str) -> Response:
             "record": record,
             "newer": newer_chain(memory, record),
             "older": older_chain(memory, record, log),
-            "thread_next": thread_next(memory, record),
+            "thread_before": [r for i, r in thread if i < here],
+            "thread_after": [r for i, r in thread if i > here],
             "log": entries_about(log, record.id),
         },
     )
 
 
-# -- timeline ----------------------------------------------------------------------------
+# -- timeline and changes ---------------------------------------------------------------
 @router.get("/timeline")
 def timeline_page(
-    request: Request, who: Who, record: str | None = None, as_of: str | None = None
+    request: Request,
+    who: Who,
+    q: str | None = None,
+    record: str | None = None,
+    as_of: str | None = None,
 ) -> Response:
-    """A record's versions on a time axis: what it replaced and what replaced it, step by
-    step, and the rows after it in its thread."""
-    if forms.text(record) is None:
-        raise WebError(400, "Which subject?", "record: give the id of a record to draw.")
+    """A subject's history on a time axis (``Memory.history``): the subject is a record, or
+    the best hit of a query; the as-of line starts at ``as_of``."""
+    query = forms.text(q)
+    anchor = forms.record_id(record) if forms.text(record) is not None else None
     bound = forms.date_field("as_of", as_of)
+    day = bound[:10] if bound else None
+    context: dict[str, Any] = {"q": query or "", "as_of": day, "record": None, "versions": []}
+    if query is None and anchor is None:
+        return render(request, who, "timeline.html", context)
     memory = _memory(request, who)
-    subject = memory.get(forms.record_id(record or ""))
-    log = read_log(memory)
-    family = [r for step in reversed(older_chain(memory, subject, log)) for r in step]
-    family += [subject, *newer_chain(memory, subject), *thread_next(memory, subject)]
-    versions = sorted(
-        {r.id: _version(r) for r in family}.values(), key=lambda v: (v.day or "9999", v.id)
+    entries = memory.history(None if anchor else query, record_id=anchor)
+    versions = [_version(entry.record, entry.reasons) for entry in entries]
+    subject = next((e.record for e in entries if "subject" in e.reasons), None)
+    context.update(
+        record=subject,
+        versions=versions,
+        timeline=layout(versions, day),
+        search_q=query or (subject.text[:80] if subject else ""),
     )
-    return render(
-        request,
-        who,
-        "timeline.html",
-        {
-            "record": subject,
-            "subject": "The records it replaced, the records that replaced it, and what "
-            "followed in its thread.",
-            "versions": versions,
-            "timeline": layout(versions, bound[:10] if bound else None),
-            "as_of": bound[:10] if bound else None,
-            "search_q": subject.text[:80],
-        },
-    )
+    return render(request, who, "timeline.html", context)
 
 
-def _version(record: Record) -> Version:
+@router.get("/changes")
+def changes_page(
+    request: Request,
+    who: Who,
+    since: str | None = None,
+    until: str | None = None,
+    q: str | None = None,
+) -> Response:
+    """What entered the record between two event dates, what that superseded, and what was
+    archived or redacted meanwhile (``Memory.changes``)."""
+    memory = _memory(request, who)
+    start = forms.date_field("since", since)
+    end = forms.date_field("until", until)
+    query = forms.text(q)
+    span = date_range(request, memory)
+    context: dict[str, Any] = {"since": start, "until": end, "q": query or "", "changes": None}
+    if start is None and end is None:
+        context.update(since=span[0] if span else "", until=span[1] if span else "")
+        return render(request, who, "changes.html", context)
+    if start is None or end is None:
+        missing = "since" if start is None else "until"
+        raise WebError(400, "Which dates?", f"{missing}: give both dates of the window.")
+    context["changes"] = memory.changes(start, end, query=query)
+    return render(request, who, "changes.html", context)
+
+
+def _version(record: Record, reasons: tuple[str, ...]) -> Version:
     summary = " ".join(record.text.split())
     return Version(
         record.id,
@@ -331,6 +369,7 @@ def _version(record: Record) -> Version:
         record.state,
         record.superseded_by,
         summary[:100] + ("…" if len(summary) > 100 else ""),
+        reasons,
     )
 
 

@@ -1,5 +1,5 @@
-"""What a record page shows around a record: its supersession chain both ways, its thread
-neighbours, and the change-log entries that name it.
+"""What a record page shows around a record: its supersession chain both ways and the
+change-log entries that name it.
 
 Every supersession is written through the change log (consolidation runs, and manual
 corrections log there too), so the records a record replaced are found in the log and then
@@ -96,13 +96,3 @@ def _replaced_by(memory: Any, log: list[LogEntry], ids: list[int]) -> list[Recor
     return sorted(
         (r for r in rows.values() if r.superseded_by in wanted), key=lambda r: (r.date or "", r.id)
     )
-
-
-def thread_next(memory: Any, record: Record, depth: int = 3) -> list[Record]:
-    """The next active rows of the record's thread, in thread order."""
-    if record.thread is None:
-        return []
-    following = memory.store.thread_followers(memory.scope, [record.id], None, depth)
-    ids = following.get(record.id, [])
-    rows = memory.store.get(memory.scope, ids)
-    return [rows[i] for i in ids if i in rows]

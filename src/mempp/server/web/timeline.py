@@ -35,6 +35,7 @@ class Version:
     state: str
     superseded_by: int | None
     summary: str
+    reasons: tuple[str, ...] = ()  # why it belongs to the subject (Memory.history)
 
 
 @dataclass(frozen=True, slots=True)
