@@ -86,9 +86,6 @@ class Timeline:
     day_span: int
     as_of_x: float | None
 
-    def x_of(self, day: str) -> float:
-        return _x(date.fromisoformat(day), date.fromisoformat(self.day_min or day), self.day_span)
-
 
 def layout(versions: Sequence[Version], as_of: str | None = None) -> Timeline:
     """Place ``versions`` on a time axis. ``as_of`` (``YYYY-MM-DD``) puts the as-of line."""
