@@ -61,7 +61,18 @@ def test_add_json_and_skips(capsys, tmp_path, monkeypatch) -> None:
     conn = sqlite3.connect(db)
     assert conn.execute("SELECT thread FROM records WHERE id = 1").fetchone() == ("#launch",)
     conn.close()
-    code, out, _ = run(capsys, "--db", db, "add", "Ship on Friday", "--author", "Ana", "--json")
+    code, out, _ = run(
+        capsys,
+        "--db",
+        db,
+        "add",
+        "Ship on Friday",
+        "--author",
+        "Ana",
+        "--date",
+        "2024-03-01",
+        "--json",
+    )
     assert code == 0 and json.loads(out) == {"id": None, "skipped": "duplicate"}
     code, out, _ = run(capsys, "--db", db, "add", "   ", "--json")
     assert code == 0 and json.loads(out) == {"id": None, "skipped": "empty"}
@@ -69,6 +80,8 @@ def test_add_json_and_skips(capsys, tmp_path, monkeypatch) -> None:
         capsys, "--db", db, "add", "-", "--json", stdin="from stdin\n", monkeypatch=monkeypatch
     )
     assert code == 0 and json.loads(out) == {"id": 2, "skipped": None}
+    code, out, _ = run(capsys, "--db", db, "add", "Ship on Friday", "--author", "Ana", "--json")
+    assert code == 0 and json.loads(out) == {"id": 3, "skipped": None}  # undated: another key
 
 
 @pytest.mark.parametrize("bad", ["yesterday", "2024-02-30", "03/01/2024", "2024-1-1"])

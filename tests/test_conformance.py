@@ -79,6 +79,7 @@ import sqlite3
 import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
 from multiprocessing.queues import Queue
 from multiprocessing.synchronize import Barrier
 
@@ -87,8 +88,10 @@ import pytest
 
 from mempp import EncoderMismatch, InvalidInput, Memory, Settings, StoreError, preset
 from mempp.dates import parse_as_of
+from mempp.errors import RecordNotFound
+from mempp.filters import Filters
 from mempp.query import LexicalQuery, date_spans
-from mempp.records import Hit
+from mempp.records import Document, Hit
 from mempp.store import open_store
 from mempp.store.postgres import PostgresStore
 from mempp.store.sqlite import SQLiteStore
@@ -436,7 +439,8 @@ def test_persistence_across_reopen(engine_location: str) -> None:
     with open_memory(engine_location) as memory:
         assert signature(memory.search("alpha budget ana")) == before
         assert memory.get(first) == record  # ingested_at included, to the microsecond
-        assert memory.add("alpha budget", author="Ana").skipped == "duplicate"
+        again = memory.add("alpha budget", author="Ana", date="2024-01-01")
+        assert again.skipped == "duplicate"
         assert memory.add("beta").id == first + 1
         assert len(memory) == 2
 
@@ -1118,3 +1122,410 @@ def test_api_keys_are_hashed_scoped_revoked_and_kept(engine_location: str) -> No
             for statement in (delete, "TRUNCATE api_keys"):
                 with pytest.raises(psycopg.errors.IntegrityError, match="mempp"):
                     conn.execute(statement)
+
+
+# -- time and truth: known-at, filters, history, changes, corrections (issue 11) -------------
+
+
+def _moment() -> str:
+    """Now, as an ISO datetime, strictly between what was ingested before and after."""
+    time.sleep(0.002)
+    moment = datetime.now(UTC).isoformat()
+    time.sleep(0.002)
+    return moment
+
+
+def test_known_at_and_as_of_bound_together_before_ranking(engine_location: str) -> None:
+    with open_memory(engine_location) as memory:
+        early_old = memory.add("alpha budget early old", date="2024-01-05").id
+        early_new = memory.add("alpha budget early new", date="2024-06-05").id
+        early_undated = memory.add("alpha budget early undated").id
+        then = _moment()
+        # ingested after "then": more similar, they would crowd the early rows out if late
+        late = [
+            memory.add(f"alpha alpha budget budget {i}", date="2024-01-06").id for i in range(6)
+        ]
+        for settings in (LEX, VEC, preset("default")):
+            question = "alpha budget"
+            held = ids(memory.search(question, known_at=then, k=10, settings=settings))
+            assert sorted(held) == [early_old, early_new, early_undated]
+            both = memory.search(question, known_at=then, as_of="2024-03-01", settings=settings)
+            assert set(ids(both)) <= {early_old}
+            narrow = settings.with_(candidates=1)
+            one = ids(memory.search(question, known_at=then, as_of="2024-03-01", settings=narrow))
+            assert one in ([early_old], [])
+        vec_both = memory.search("alpha budget", known_at=then, as_of="2024-03-01", settings=VEC)
+        assert ids(vec_both) == [early_old]
+        everything = memory.search("alpha budget", k=20, settings=VEC)
+        assert set(ids(everything)) == {early_old, early_new, early_undated, *late}
+        # a bare date includes the whole day; a day before any ingest holds nothing
+        assert memory.search("alpha", known_at="2000-01-01", settings=VEC) == []
+    with open_memory(engine_location, scope="tags") as memory:
+        early = memory.add("a memo", author="Ana", tags=["plan"]).id
+        then = _moment()
+        for i in range(4):  # newer rows carry more of the labels: they rank first if eligible
+            memory.add(f"memo {i}", author="Ana", tags=["plan", "ops"])
+        narrow = TAG.with_(candidates=1)
+        assert ids(memory.search("ana plan ops", known_at=then, settings=narrow)) == [early]
+        assert ids(memory.search("ana plan ops", settings=narrow)) != [early]
+
+
+def test_filters_apply_before_ranking_in_every_leg(engine_location: str) -> None:
+    with open_memory(engine_location) as memory:
+        ana = memory.add(
+            "alpha budget plan",
+            author="Ana",
+            tags=["Finance", "q3"],
+            thread="t1",
+            source="slack:#fin",
+            date="2024-02-01",
+        ).id
+        bob = memory.add(
+            "alpha budget plan too",
+            author="Bob",
+            tags=["finance"],
+            thread="t2",
+            source="mail:x",
+            date="2024-03-01",
+        ).id
+        for i in range(8):  # better matches by other authors, threads and sources
+            memory.add(
+                f"alpha alpha budget budget plan {i}",
+                author="Cy",
+                tags=["ops"],
+                thread="t3",
+                source="wiki:/p",
+                date="2024-04-01",
+            )
+        cases = [
+            ({"author": "Ana"}, [ana]),
+            ({"tags": ["FINANCE"]}, [bob, ana]),
+            ({"tags": ["finance", "q3"], "tags_mode": "all"}, [ana]),
+            ({"tags": ["q3", "ops"]}, None),  # any: Ana's row and Cy's rows
+            ({"thread": "t2"}, [bob]),
+            ({"source": "slack:"}, [ana]),
+            ({"source": "mail:x"}, [bob]),
+            ({"since": "2024-02-15", "as_of": "2024-03-31"}, [bob]),
+            ({"since": "2024-04-01", "author": "Ana"}, []),
+        ]
+        for settings in (LEX, VEC, preset("default")):
+            narrow = settings.with_(candidates=1)
+            for where, expected in cases:
+                found = ids(memory.search("alpha budget plan", k=10, settings=settings, **where))
+                if expected is None:
+                    assert ana in found and bob not in found and len(found) == 9, where
+                    continue
+                assert sorted(found) == sorted(expected), (settings, where)
+                # one candidate per leg: still an eligible row, never an empty result
+                first = ids(memory.search("alpha budget plan", k=1, settings=narrow, **where))
+                assert first == expected[:1] or (first and first[0] in expected), where
+        # the tag leg and the reserve's unmatched fill respect the filters too
+        reserve = TAG.with_(reserve=3)
+        found = ids(memory.search("cy", k=4, settings=reserve, author="Ana"))
+        assert found == [ana]
+        found = ids(memory.search("alpha", k=3, settings=LEX.with_(reserve=3), thread="t1"))
+        assert found == [ana]
+
+
+def test_filters_refuse_bad_input_and_name_the_field(engine_location: str) -> None:
+    with open_memory(engine_location) as memory:
+        memory.add("alpha", date="2024-01-01")
+        bad = [
+            ({"since": "2024-05-01", "as_of": "2024-01-01"}, "since"),
+            ({"since": "2024-13-01"}, "since"),
+            ({"known_at": "yesterday"}, "known_at"),
+            ({"tags": "finance"}, "tags"),
+            ({"tags": ["  "]}, "tags"),
+            ({"tags_mode": "some"}, "tags_mode"),
+            ({"author": ""}, "author"),
+            ({"thread": 3}, "thread"),
+            ({"source": ""}, "source"),
+        ]
+        for where, field in bad:
+            with pytest.raises(InvalidInput, match=field):
+                memory.search("alpha", **where)
+        with pytest.raises(InvalidInput, match="not both"):
+            memory.search("alpha", author="Ana", filters=Filters.create(thread="t"))
+
+
+def test_supersede_archive_are_logged_attributed_and_undoable(engine_location: str) -> None:
+    with open_memory(engine_location) as memory:
+        old = memory.add("standup at 9:30", author="Ana", date="2024-01-01").id
+        new = memory.add("standup at 10:00", author="Ana", date="2024-02-01").id
+        noise = memory.add("alpha", date="2024-02-02").id
+        fix = memory.supersede(old, by=new, reason="moved", actor="key-7")
+        assert (fix.operation, fix.record_ids, fix.by) == ("supersede", (old,), new)
+        assert (fix.reason, fix.actor) == ("moved", "key-7")
+        assert memory.get(old).superseded_by == new and memory.get(old).state == "active"
+        gone = memory.archive(noise, reason="test row", actor="key-7")
+        assert memory.get(noise).state == "archived"
+        assert noise not in ids(memory.search("alpha", settings=VEC))
+        assert [c.operation for c in memory.corrections()] == ["supersede", "archive"]
+        memory.undo(gone.run_id)
+        assert memory.get(noise).state == "active"
+        memory.undo(fix.run_id)
+        assert memory.get(old).superseded_by is None
+        with pytest.raises(InvalidInput, match="already undone"):
+            memory.undo(fix.run_id)
+
+
+def _state(memory: Memory) -> tuple[object, ...]:
+    rows = tuple((r.id, r.state, r.superseded_by) for r in memory.records())
+    return rows, len(memory.store.runs(memory.scope))
+
+
+def test_bad_corrections_change_nothing(engine_location: str) -> None:
+    with open_memory(engine_location, scope="other") as other:
+        foreign = other.add("alpha other scope").id
+    with open_memory(engine_location) as memory:
+        a = memory.add("alpha one", date="2024-01-01").id
+        b = memory.add("alpha two", date="2024-02-01").id
+        c = memory.add("alpha three", date="2024-03-01").id
+        memory.supersede(a, by=b, reason="newer")
+        memory.supersede(b, by=c, reason="newer")
+        memory.archive(c, reason="wrong")
+        before = _state(memory)
+        refused = [
+            (lambda: memory.supersede(a, by=999, reason="x"), RecordNotFound),
+            (lambda: memory.supersede(foreign, by=a, reason="x"), RecordNotFound),
+            (lambda: memory.supersede(a, by=a, reason="x"), InvalidInput),
+            (lambda: memory.supersede(c, by=a, reason="x"), InvalidInput),  # a cycle
+            (lambda: memory.supersede(a, by=b, reason="x"), InvalidInput),  # already so
+            (lambda: memory.supersede(a, by=b, reason=" "), InvalidInput),
+            (lambda: memory.archive(c, reason="again"), InvalidInput),
+            (lambda: memory.archive(999, reason="x"), RecordNotFound),
+            (lambda: memory.archive(True, reason="x"), InvalidInput),  # type: ignore[arg-type]
+            (lambda: memory.undo(999), InvalidInput),
+            (lambda: memory.changes("2024-05-01", "2024-01-01"), InvalidInput),
+            (lambda: memory.history(), InvalidInput),
+            (lambda: memory.history("alpha", record_id=a), InvalidInput),
+        ]
+        for call, error in refused:
+            with pytest.raises(error):
+                call()
+            assert _state(memory) == before
+
+
+def test_history_follows_threads_supersession_and_neighbours(engine_location: str) -> None:
+    with open_memory(engine_location) as memory:
+        v1 = memory.add("launch date is March 1", author="Ana", date="2024-01-10").id
+        reply = memory.add("ok noted", author="Bob", date="2024-01-11", thread="launch").id
+        v2 = memory.add(
+            "launch moved to April", author="Ana", date="2024-02-10", thread="launch"
+        ).id
+        v3 = memory.add("new launch day: May 5", author="Cy", date="2024-03-10").id
+        unrelated = memory.add("beta gamma delta", date="2024-02-20").id
+        memory.supersede(v1, by=v2, reason="moved")
+        memory.supersede(v2, by=v3, reason="moved again")
+        entries = memory.history(record_id=v2)
+        found = [e.record.id for e in entries]
+        assert found[:4] == [v1, reply, v2, v3] and unrelated not in found
+        by_id = {e.record.id: e for e in entries}
+        assert "subject" in by_id[v2].reasons and "thread" in by_id[reply].reasons
+        assert "superseded" in by_id[v1].reasons and "successor" in by_id[v3].reasons
+        assert by_id[v1].superseded_by is not None and by_id[v1].superseded_by.id == v2
+        assert by_id[v3].superseded_by is None
+        # the chain is followed past one step, and as_of cuts it
+        assert v3 in [e.record.id for e in memory.history(record_id=v1)]
+        dated = [e.record.id for e in memory.history(record_id=v2, as_of="2024-02-28")]
+        assert v3 not in dated and v1 in dated
+        by_query = [e.record.id for e in memory.history("launch", limit=10)]
+        assert v2 in by_query and v3 in by_query and unrelated not in by_query
+        assert len(memory.history(record_id=v2, limit=2)) == 2
+
+
+def test_changes_between_two_dates(engine_location: str) -> None:
+    with open_memory(engine_location) as memory:
+        old = memory.add("budget is 10k", date="2024-01-05").id
+        memory.add("alpha", date="2024-01-20")
+        then = _moment()
+        new = memory.add("budget is 12k", date="2024-02-05").id
+        other = memory.add("alpha beta", date="2024-02-06").id
+        memory.add("later", date="2024-04-01")
+        memory.supersede(old, by=new, reason="revised")
+        fix = memory.archive(other, reason="duplicate")
+        window = memory.changes("2024-02-01", "2024-02-28")
+        assert [r.id for r in window.entered] == [new, other]
+        assert [r.id for r in window.superseded] == [old]
+        assert window.archived == []  # logged today, outside a window of February 2024
+        today = datetime.now(UTC).date().isoformat()
+        recent = memory.changes("2024-01-01", today)
+        assert [c.run_id for c in recent.archived] == [fix.run_id]
+        known = memory.changes(
+            "2024-01-01", "2024-12-31", known_until=then, known_since="2000-01-01"
+        )
+        assert [r.id for r in known.entered] == [old, old + 1]
+        ranked = memory.changes("2024-01-01", "2024-12-31", query="budget")
+        assert [r.id for r in ranked.entered][:2] in ([new, old], [old, new])
+        assert other not in [r.id for r in ranked.entered]  # archived rows leave searches
+
+
+SECRET = "qx7zv93k"  # a token no stemmer changes, so the full-text index holds it as is
+
+
+def test_redaction_erases_content_and_keeps_a_tombstone(engine_location: str) -> None:
+    with open_memory(engine_location) as memory:
+        kept = memory.add("alpha budget stays", author="Ana", date="2024-01-01").id
+        gone = memory.add(
+            f"alpha budget {SECRET} personal data",
+            author="Eve",
+            date="2024-01-02",
+            tags=["hr"],
+            source="mail:eve",
+            thread="t-eve",
+        ).id
+        reply = memory.add("beta follow up", author="Bob", date="2024-01-03", thread="t-eve").id
+        memory.supersede(kept, by=gone, reason="newer")
+        fix = memory.redact(gone, reason="GDPR art. 17 request 42", actor="key-1")
+        assert (fix.operation, fix.record_ids, fix.actor) == ("redact", (gone,), "key-1")
+        tomb = memory.get(gone)
+        assert tomb.state == "redacted" and tomb.text == "" and tomb.tags == ()
+        assert (tomb.author, tomb.source, tomb.thread) == (None, None, None)
+        assert tomb.date is not None and tomb.date.startswith("2024-01-02")
+        for settings in (LEX, TAG, VEC, preset("default")):
+            for question in ("alpha budget", SECRET, "eve hr", "personal data"):
+                assert gone not in ids(memory.search(question, k=10, settings=settings))
+        assert memory.get(reply).state == "active"
+        # the tombstone shows in history and export, the link to it stays
+        assert gone in [e.record.id for e in memory.history(record_id=kept)]
+        assert [r.state for r in memory.records() if r.id == gone] == ["redacted"]
+        assert memory.get(kept).superseded_by == gone
+        assert [c.operation for c in memory.corrections()][-1] == "redact"
+        # refused, nothing changed: twice, superseding by it, undoing it, unknown ids
+        before = _state(memory)
+        for call, error in (
+            (lambda: memory.redact(gone, reason="again"), InvalidInput),
+            (lambda: memory.supersede(reply, by=gone, reason="x"), InvalidInput),
+            (lambda: memory.undo(fix.run_id), InvalidInput),
+            (lambda: memory.redact(999, reason="x"), RecordNotFound),
+            (lambda: memory.redact(kept, reason=""), InvalidInput),
+        ):
+            with pytest.raises(error):
+                call()
+            assert _state(memory) == before
+        # the dedupe key of the erased text is free again
+        again = memory.add(f"alpha budget {SECRET} personal data", author="Eve", date="2024-01-02")
+        assert again.added
+
+
+def test_redaction_erases_merged_rows_made_from_it(engine_location: str) -> None:
+    from mempp.store.base import GroupOutcome, MergedRow, StateChange
+
+    with open_memory(engine_location) as memory:
+        a = memory.add(f"alpha {SECRET} one", date="2024-01-01").id
+        b = memory.add("alpha two", date="2024-01-02").id
+        store = memory.store
+        run = store.begin_run("default", kind="consolidate", dry_run=False, settings={})
+        merged_doc = Document.create(f"alpha {SECRET} one and two", date="2024-01-02")
+        vector = KeywordEmbedder(KEYWORDS).embed([merged_doc.text])[0]
+        changes = tuple(StateChange(r, "active", None, "archived", None) for r in (a, b))
+        merged = store.record_group(
+            "default",
+            run,
+            GroupOutcome(
+                0, "restatement", (a, b), changes, MergedRow(merged_doc, vector, frozenset())
+            ),
+        )
+        store.finish_run("default", run, {})
+        assert merged is not None
+        fix = memory.redact(a, reason="erasure")
+        assert sorted(fix.record_ids) == sorted([a, merged])
+        assert memory.get(merged).state == "redacted" and memory.get(merged).text == ""
+        assert memory.get(b).text == "alpha two"
+        # the run's inputs stay listed
+        assert {c.change.record_id for c in store.run_changes("default", run)} >= {a, b}
+
+
+def test_database_refuses_content_updates_outside_a_redaction(engine_location: str) -> None:
+    """The redaction path's trigger exception needs its own guarded row: a hand-made UPDATE
+    or DELETE is still refused, even for an already redacted row."""
+    with open_memory(engine_location) as memory:
+        rid = memory.add("alpha original", author="Ana", tags=["t"]).id
+        memory.redact(rid, reason="test")
+    statements = [
+        f"UPDATE records SET text = 'back' WHERE id = {rid}",
+        f"DELETE FROM records WHERE id = {rid}",
+        "DELETE FROM redactions",
+        "UPDATE redactions SET reason = 'other'",
+        "UPDATE redactions SET pending = NOT pending",
+    ]
+    if engine_of(engine_location) == "sqlite":
+        conn = sqlite3.connect(engine_location, isolation_level=None)
+        for statement in statements:
+            with pytest.raises(sqlite3.IntegrityError, match="mempp"):
+                conn.execute(statement)
+        conn.close()
+    else:
+        import psycopg
+
+        with psycopg.connect(engine_location, autocommit=True) as conn:
+            for statement in statements:
+                with pytest.raises(psycopg.errors.IntegrityError, match="mempp"):
+                    conn.execute(statement)
+    with open_memory(engine_location) as memory:
+        assert memory.get(rid).text == "" and memory.get(rid).state == "redacted"
+
+
+def test_sqlite_files_hold_no_copy_of_redacted_text(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    path = tmp_path / "erase.db"
+    filler = " ".join(f"word{i}" for i in range(400))  # rows past a page: overflow pages too
+    with open_memory(str(path)) as memory:
+        for i in range(30):
+            memory.add(f"alpha row {i} {filler}", date="2024-01-01")
+        gone = memory.add(f"alpha {SECRET} secret {filler}", date="2024-01-02").id
+        for i in range(30):
+            memory.add(f"beta row {i}", date="2024-01-03")
+        assert memory.search(SECRET, settings=LEX)
+        files = [path, path.with_name("erase.db-wal"), path.with_name("erase.db-shm")]
+        assert any(SECRET.encode() in f.read_bytes() for f in files if f.exists())
+        memory.redact(gone, reason="erasure")
+        for f in files:
+            if f.exists():
+                assert SECRET.encode() not in f.read_bytes(), f.name
+        assert memory.search(SECRET, settings=LEX) == []
+        memory.add("gamma after", date="2024-01-04")  # the store goes on working
+    for f in files:
+        if f.exists():
+            assert SECRET.encode() not in f.read_bytes(), f.name
+
+
+def test_a_repeated_message_on_another_date_is_a_new_record(engine_location: str) -> None:
+    stream = [
+        {"text": "Standup moved to 10:00.", "author": "Ana", "date": "2024-03-04"},
+        {"text": "Standup moved to 10:00.", "author": "Ana", "date": "2024-05-13"},
+        {"text": "Standup moved to 10:00.", "author": "Ana", "date": "2024-05-13T09:00"},
+        {"text": "Standup moved to 10:00.", "author": "Bo", "date": "2024-03-04"},
+        {"text": "Standup moved to 10:00.", "author": "Ana"},
+        {"text": "Standup moved to 10:00.", "author": "Ana", "date": "2024-03-04"},  # repeat
+    ]
+    with open_memory(engine_location) as memory:
+        first = memory.add_many(stream)
+        assert [r.skipped for r in first] == [None] * 5 + ["duplicate"]
+        # re-ingesting the stream adds nothing, in one batch or one by one
+        assert all(r.skipped == "duplicate" for r in memory.add_many(stream))
+        assert all(memory.add(**doc).skipped == "duplicate" for doc in stream)  # type: ignore[arg-type]
+        assert len(memory) == 5
+        dated = memory.search("standup", as_of="2024-04-01", settings=LEX, author="Ana")
+        assert [h.record.date for h in dated] == ["2024-03-04"]
+
+
+def test_small_k_keeps_the_best_rows_and_the_reserve_prefers_dated_rows(
+    engine_location: str,
+) -> None:
+    with open_memory(engine_location) as memory:
+        best = memory.add("budget budget budget", date="2024-01-01").id
+        dated = [memory.add(f"budget note {i}", date=f"2024-06-0{i + 1}").id for i in range(3)]
+        undated = [memory.add(f"budget page {i} with many other words in it").id for i in range(2)]
+        # the paper's rule: with k <= 3 every row is a recency slot, the newest ingest first
+        assert ids(memory.search("budget", k=1, settings="paper")) == [undated[-1]]
+        assert ids(memory.search("budget", k=1)) == [best]  # the default's scaled reserve
+        lexical = Settings(w_tag=0, w_vec=0, k=4, reserve=2)
+        head_and_slots = memory.search("budget", k=4, settings=lexical)
+        reserved = [h.id for h in head_and_slots if h.reserved]
+        assert sorted(reserved) == sorted(undated)  # undated rows at their (late) ingest time
+        scaled = memory.search("budget", k=4, settings=lexical.with_(reserve_rule="scaled"))
+        head = [h.id for h in scaled if not h.reserved]
+        reserved = [h.id for h in scaled if h.reserved]
+        assert len(reserved) == 2 and not set(reserved) & set(undated)
+        rest_dated = [row for row in [best, *dated] if row not in head]
+        assert reserved == sorted(rest_dated, reverse=True)[:2]  # latest event dates first

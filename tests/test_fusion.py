@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from mempp.fusion import Fused, add_date_leg, add_thread_context, rrf, select_with_reserve
+from mempp.fusion import (
+    Fused,
+    add_date_leg,
+    add_thread_context,
+    recency,
+    rrf,
+    select_with_reserve,
+)
+from mempp.settings import PRESETS, Settings, preset
 
 
 def test_rrf_arithmetic_ranks_from_zero() -> None:
@@ -36,7 +44,7 @@ def test_rrf_repeated_row_in_one_leg_counts_once() -> None:
 
 
 def _keys(mapping: dict[int, int]):
-    return lambda row: mapping[row]
+    return lambda row: recency(mapping[row], 0, undated_last=False)
 
 
 def test_reserve_takes_latest_dated_of_the_rest() -> None:
@@ -52,7 +60,7 @@ def test_reserve_takes_latest_dated_of_the_rest() -> None:
 def test_reserve_dates_tie_to_newer_ingest() -> None:
     fused = [Fused(i, 1.0) for i in (1, 2, 3, 4)]
     chosen = select_with_reserve(
-        fused, k=2, reserve=1, recency_key=lambda row: 7, unmatched_fill=lambda exclude, n: []
+        fused, k=2, reserve=1, recency_key=lambda row: (1, 7), unmatched_fill=lambda exclude, n: []
     )
     assert [f.id for f in chosen.reserved] == [4]
 
@@ -66,7 +74,7 @@ def test_reserve_falls_back_to_unmatched_rows() -> None:
         return [99, 98, 97][:n]
 
     chosen = select_with_reserve(
-        fused, k=5, reserve=3, recency_key=lambda row: row, unmatched_fill=fill
+        fused, k=5, reserve=3, recency_key=lambda row: (1, row), unmatched_fill=fill
     )
     assert [f.id for f in chosen.fused] == [1, 2]
     assert [f.id for f in chosen.reserved] == [3, 99, 98]
@@ -77,12 +85,14 @@ def test_reserve_falls_back_to_unmatched_rows() -> None:
 def test_reserve_zero_and_k_smaller_than_reserve() -> None:
     fused = [Fused(i, 1.0 / i) for i in range(1, 6)]
 
-    def no_keys(row: int) -> int:
+    def no_keys(row: int) -> tuple[int, int]:
         raise AssertionError("no recency key is needed without recency slots")
 
     none = select_with_reserve(fused, 3, 0, recency_key=no_keys, unmatched_fill=lambda e, n: [])
     assert [f.id for f in none.fused] == [1, 2, 3] and none.reserved == []
-    tiny = select_with_reserve(fused, 2, 3, recency_key=lambda r: r, unmatched_fill=lambda e, n: [])
+    tiny = select_with_reserve(
+        fused, 2, 3, recency_key=lambda r: (1, r), unmatched_fill=lambda e, n: []
+    )
     assert tiny.fused == [] and [f.id for f in tiny.reserved] == [5, 4]
 
 
@@ -122,3 +132,42 @@ def test_date_leg_ranks_dated_rows_by_fused_order_then_newest() -> None:
     assert by_id[9].leg_ranks == {"date": 3}
     assert add_date_leg(fused, [], 1.0, 5.0, 10) == fused
     assert add_date_leg(fused, [2], 0.0, 5.0, 10) == fused
+
+
+def test_undated_rows_come_last_in_the_reserve_only_when_asked() -> None:
+    fused = [Fused(i, 1.0 / i) for i in range(1, 6)]
+    # rows 4 and 5 are undated and were ingested long after every event date
+    events = {1: 10, 2: 20, 3: 30, 4: None, 5: None}
+
+    def pick(undated_last: bool) -> list[int]:
+        chosen = select_with_reserve(
+            fused,
+            k=3,
+            reserve=2,
+            recency_key=lambda row: recency(events[row], 1000 + row, undated_last=undated_last),
+            unmatched_fill=lambda e, n: [],
+        )
+        return [f.id for f in chosen.reserved]
+
+    assert pick(undated_last=False) == [5, 4]
+    assert pick(undated_last=True) == [3, 2]
+
+
+@pytest.mark.parametrize(
+    ("k", "slots"), [(1, 0), (3, 0), (10, 0), (16, 0), (17, 1), (20, 1), (34, 2), (50, 3), (100, 6)]
+)
+def test_scaled_reserve_is_proportional_to_k(k: int, slots: int) -> None:
+    assert preset("default").reserve_slots(k) == slots
+
+
+@pytest.mark.parametrize("name", [name for name in PRESETS if name.startswith("paper")])
+def test_paper_presets_keep_the_papers_reserve(name: str) -> None:
+    settings = preset(name)
+    assert [settings.reserve_slots(k) for k in (1, 2, 3, 5, 50, 100)] == [1, 2, 3, 3, 3, 3]
+    assert not settings.undated_last
+
+
+def test_scaled_reserve_follows_the_settings_own_k() -> None:
+    settings = Settings(k=10, reserve=2, reserve_rule="scaled")
+    assert [settings.reserve_slots(k) for k in (4, 5, 10, 20)] == [0, 1, 2, 4]
+    assert settings.undated_last

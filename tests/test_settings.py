@@ -131,6 +131,7 @@ def test_tag_labels_include_ngrams_and_the_whole_question() -> None:
         {"phrases": "yes"},
         {"unique_stems": 1},
         {"as_of_in_question": "yes"},
+        {"reserve_rule": "newest"},
     ],
 )
 def test_invalid_settings_are_refused(changes) -> None:

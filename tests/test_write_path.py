@@ -12,10 +12,11 @@ from conftest import KeywordEmbedder
 def test_add_returns_id_or_skip_reason(keyword_memory) -> None:
     first = keyword_memory.add("alpha", author="Ana", date="2024-01-01", tags=["x"], source="s")
     assert first.added and first.skipped is None
-    assert keyword_memory.add("alpha", author="Ana").skipped == "duplicate"
+    assert keyword_memory.add("alpha", author="Ana", date="2024-01-01").skipped == "duplicate"
     assert keyword_memory.add("").skipped == "empty"
     assert keyword_memory.add(" \n\t ").skipped == "empty"
     assert len(keyword_memory) == 1
+    assert keyword_memory.add("alpha", author="Ana", date="2024-01-02").added  # another day
 
 
 def test_record_keeps_everything_it_was_given(keyword_memory) -> None:

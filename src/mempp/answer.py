@@ -22,6 +22,7 @@ from datetime import date, datetime
 from typing import TYPE_CHECKING, Any
 
 from mempp.errors import InvalidInput
+from mempp.filters import Filters
 
 if TYPE_CHECKING:  # keep mempp.memory and mempp.llm out of this module's import time
     from mempp.llm import LLMClient
@@ -142,6 +143,7 @@ def ask(
     settings: Settings | str | None = None,
     max_tokens: int = 1024,
     packing: PackingOptions | None = None,
+    filters: Filters | None = None,
 ) -> Answer:
     """Answer ``question`` from ``memory`` as of ``as_of``, citing record ids.
 
@@ -151,7 +153,13 @@ def ask(
     reply is still unusable after one corrective retry.
     """
     evidence = memory.evidence(
-        question, as_of=as_of, k=k, budget=budget, settings=settings, packing=packing
+        question,
+        as_of=as_of,
+        k=k,
+        budget=budget,
+        settings=settings,
+        packing=packing,
+        filters=filters,
     )
     shown = [row.id for row in evidence.rows]
     as_of_text = _date_text(memory.effective_as_of(question, as_of=as_of, settings=settings))

@@ -1,5 +1,6 @@
 """The ``mempp`` command: add, ingest, import, get, info, export, search, evidence, ask,
-graph and verify over a store; serve, mcp and keys (``mempp.server``) put it behind agents.
+graph, verify and the time commands (history, changes, supersede, archive, redact) over a
+store; serve, mcp and keys (``mempp.server``) put it behind agents.
 
 Exit codes: 0 success, 1 operational error (store cannot be opened, ...), 2 bad input
 (bad date, bad option; nothing is stored), 3 ingest finished but some items failed.
@@ -23,6 +24,10 @@ from mempp.errors import InvalidInput, MemppError
 from mempp.evidence import Evidence
 from mempp.packing import PackingOptions
 from mempp.records import Record
+from mempp.time_cli import COMMANDS as TIME_COMMANDS
+from mempp.time_cli import add_filter_arguments, filters_from
+from mempp.time_cli import add_parser as add_time_parser
+from mempp.time_cli import run as run_time_command
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_PARTIAL = 0, 1, 2, 3
 INFO_SCOPES_SHOWN = 10  # `info` names this many scopes; --json lists them all
@@ -102,6 +107,7 @@ def build_parser() -> argparse.ArgumentParser:
         sub.add_argument("-k", type=int, default=None, help="rows to return (default 50)")
         sub.add_argument("--preset", default=None, help="settings preset (default: default)")
         sub.add_argument("--json", action="store_true")
+        add_filter_arguments(sub)
         if name == "evidence":
             sub.add_argument("--budget", type=int, default=None, help="max characters")
             sub.add_argument("--style", choices=("headers", "paper"), default="headers")
@@ -144,6 +150,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--pack", action="store_true", help="long records below the best-ranked as excerpts"
     )
     ask.add_argument("--json", action="store_true", help="print {answer, citations, evidence}")
+    add_filter_arguments(ask)
 
     from mempp.bench.cli import add_parser as add_bench_parser
     from mempp.graph_cli import add_parser as add_graph_parser
@@ -153,6 +160,7 @@ def build_parser() -> argparse.ArgumentParser:
     from mempp.integrity import add_parser as add_verify_parser
 
     add_verify_parser(commands)
+    add_time_parser(commands)
 
     from mempp.server.cli import add_parser as add_server_parsers
 
@@ -269,6 +277,8 @@ def _dispatch(args: argparse.Namespace) -> int:
             validate.query(getattr(args, name), name)
     if args.command == "evidence":
         args.packing = _packing(args)  # validated before the store is opened
+    if args.command in ("search", "evidence", "ask"):
+        args.filters = filters_from(args)
     if args.command == "export" and args.out is not None:
         folder = os.path.dirname(os.path.abspath(args.out))
         if not os.path.isdir(folder):
@@ -325,6 +335,8 @@ def _dispatch(args: argparse.Namespace) -> int:
             from mempp.integrity import run as run_verify
 
             return run_verify(memory, args)
+        if args.command in TIME_COMMANDS:
+            return run_time_command(memory, args)
         return _evidence(memory, args)
 
 
@@ -503,7 +515,9 @@ def _export(memory, args: argparse.Namespace) -> int:  # type: ignore[no-untyped
 
 
 def _search(memory, args: argparse.Namespace) -> int:  # type: ignore[no-untyped-def]
-    hits = memory.search(args.query, as_of=args.as_of, k=args.k, settings=args.preset)
+    hits = memory.search(
+        args.query, as_of=args.as_of, k=args.k, settings=args.preset, filters=args.filters
+    )
     if args.json:
         _print_json([hit.to_dict() for hit in hits])
         return EXIT_OK
@@ -538,6 +552,7 @@ def _evidence(memory, args: argparse.Namespace) -> int:  # type: ignore[no-untyp
         style=args.style,
         settings=args.preset,
         packing=args.packing,
+        filters=args.filters,
     )
     if args.json:
         _print_json(evidence.to_dict())
@@ -557,6 +572,7 @@ def _ask(memory, args: argparse.Namespace, llm) -> int:  # type: ignore[no-untyp
         llm=llm,
         budget=args.budget,
         packing=PackingOptions() if args.pack else None,
+        filters=args.filters,
     )
     if args.json:
         _print_json(answer.to_dict())

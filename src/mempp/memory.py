@@ -23,6 +23,7 @@ from mempp.dates import key_to_datetime, parse_as_of
 from mempp.encoders import Embedder, default_embedder
 from mempp.errors import EncoderMismatch, InvalidDate, InvalidInput, RecordNotFound
 from mempp.evidence import Evidence, EvidenceStyle, append_facts, render_evidence
+from mempp.filters import NO_FILTERS, Filters
 from mempp.packing import PackingOptions
 from mempp.records import AddResult, Document, Hit, Record
 from mempp.retrieval import LegLists, fuse_and_select, run_legs, scope_bound, to_hits
@@ -32,8 +33,10 @@ from mempp.store.verify import Check
 
 if TYPE_CHECKING:  # the LLM modules load only when ask() runs
     from mempp.answer import Answer
+    from mempp.consolidate import UndoReport
     from mempp.graph import GraphOptions
     from mempp.llm import LLMClient
+    from mempp.timeline import Changes, Correction, HistoryEntry
 
 DateLike = str | date | datetime | None
 DocumentLike = Document | Mapping[str, Any] | str
@@ -205,17 +208,36 @@ class Memory:
         as_of: DateLike = None,
         k: int | None = None,
         settings: Settings | str | None = None,
+        known_at: DateLike = None,
+        since: DateLike = None,
+        author: str | None = None,
+        tags: Iterable[str] | None = None,
+        tags_mode: str = "any",
+        thread: str | None = None,
+        source: str | None = None,
+        filters: Filters | None = None,
     ) -> list[Hit]:
         """The read path: scope, three legs, weighted RRF, the date leg, thread context, recency
         slots. Best first. ``as_of`` bounds the scope (a bare date includes that whole day);
         without it, settings with ``as_of_in_question`` take the bound from an "as of <date>"
-        phrase in the query."""
+        phrase in the query.
+
+        The filters narrow the scope before ranking, like ``as_of`` (see
+        :class:`mempp.filters.Filters`): ``known_at`` (ingested by then: what the memory held
+        on that date), ``since`` (event date from then on), ``author``, ``tags`` with
+        ``tags_mode`` ``"any"``/``"all"``, ``thread``, ``source`` (a prefix). Pass them one by
+        one, or prebuilt as ``filters``, not both.
+        """
+        scope_filters = _filters(filters, known_at, since, author, tags, tags_mode, thread, source)
         config = self.settings if settings is None else _resolve_settings(settings)
         k = validate.count(config.k if k is None else k, "k", maximum=validate.MAX_K)
         question = validate.query(query)
         bound = scope_bound(question, _as_of_key(as_of), config)
-        legs = self.legs(question, as_of=bound, settings=config)
-        chosen = fuse_and_select(self._store, self.scope, legs, bound, config, k)
+        scope_filters.check_with_as_of(bound)
+        legs = self.legs(question, as_of=bound, settings=config, filters=scope_filters)
+        chosen = fuse_and_select(
+            self._store, self.scope, legs, bound, config, k, filters=scope_filters
+        )
         return to_hits(self._store, self.scope, chosen)
 
     def effective_as_of(
@@ -231,10 +253,17 @@ class Memory:
         bound = scope_bound(validate.query(query), None, config)
         return None if bound is None else key_to_datetime(bound).date()
 
-    def legs(self, question: str, *, as_of: int | None, settings: Settings) -> LegLists:
+    def legs(
+        self,
+        question: str,
+        *,
+        as_of: int | None,
+        settings: Settings,
+        filters: Filters = NO_FILTERS,
+    ) -> LegLists:
         """Run the three legs alone (used by ``search`` and by the benchmarks)."""
         vector = self._query_vector(question) if settings.w_vec > 0 else None
-        return run_legs(self._store, self.scope, question, vector, as_of, settings)
+        return run_legs(self._store, self.scope, question, vector, as_of, settings, filters)
 
     def _query_vector(self, question: str) -> np.ndarray | None:
         stored = self._store.encoder()
@@ -259,6 +288,14 @@ class Memory:
         settings: Settings | str | None = None,
         graph: GraphOptions | None = None,
         packing: PackingOptions | None = None,
+        known_at: DateLike = None,
+        since: DateLike = None,
+        author: str | None = None,
+        tags: Iterable[str] | None = None,
+        tags_mode: str = "any",
+        thread: str | None = None,
+        source: str | None = None,
+        filters: Filters | None = None,
     ) -> Evidence:
         """Search, then render the hits as a dated, attributed evidence block.
 
@@ -266,7 +303,8 @@ class Memory:
         shown as query-focused excerpts, each naming its record id, so more records fit the
         budget. With ``graph`` (Mem^g++, see :mod:`mempp.graph`), one LLM call finds the
         entities the query names and at most 5 related triples follow the rows, under the
-        same budget.
+        same budget. The filters are those of :meth:`search` (graph facts honour ``as_of``
+        only).
         """
         if budget is not None:
             validate.count(budget, "budget")
@@ -276,7 +314,8 @@ class Memory:
             )
         if packing is not None and not isinstance(packing, PackingOptions):
             raise InvalidInput("must be PackingOptions or None", field="packing")
-        hits = self.search(query, as_of=as_of, k=k, settings=settings)
+        scope_filters = _filters(filters, known_at, since, author, tags, tags_mode, thread, source)
+        hits = self.search(query, as_of=as_of, k=k, settings=settings, filters=scope_filters)
         evidence = render_evidence(
             hits, budget=budget, style=style, packing=packing, query=validate.query(query)
         )
@@ -297,11 +336,20 @@ class Memory:
         llm: LLMClient | None = None,
         budget: int = 40_000,
         packing: PackingOptions | None = None,
+        known_at: DateLike = None,
+        since: DateLike = None,
+        author: str | None = None,
+        tags: Iterable[str] | None = None,
+        tags_mode: str = "any",
+        thread: str | None = None,
+        source: str | None = None,
+        filters: Filters | None = None,
     ) -> Answer:
         """Answer from this memory's evidence with a language model, citing record ids.
 
         See :func:`mempp.answer.ask`. ``llm`` defaults to ``LLMClient.from_env()``; with no
-        evidence the answer is ``"not in memory"`` and no model is called.
+        evidence the answer is ``"not in memory"`` and no model is called. The filters are
+        those of :meth:`search`.
         """
         from mempp.answer import ask
         from mempp.llm import LLMClient
@@ -311,7 +359,17 @@ class Memory:
         validate.count(budget, "budget")
         if llm is not None and not isinstance(llm, LLMClient):
             raise InvalidInput("must be an LLMClient or None", field="llm")
-        return ask(self, question, as_of=as_of, k=k, llm=llm, budget=budget, packing=packing)
+        scope_filters = _filters(filters, known_at, since, author, tags, tags_mode, thread, source)
+        return ask(
+            self,
+            question,
+            as_of=as_of,
+            k=k,
+            llm=llm,
+            budget=budget,
+            packing=packing,
+            filters=scope_filters,
+        )
 
     def records(self, *, active_only: bool = False, page: int = 1000) -> Iterator[Record]:
         """Every record of this scope in the order written (archived ones too, unless
@@ -340,6 +398,79 @@ class Memory:
         triggers. See docs/architecture.md, "What the database enforces"."""
         return self._store.verify()  # type: ignore[attr-defined, no-any-return]
 
+    # -- time and truth (mempp.timeline) ------------------------------------------------
+    def history(
+        self,
+        query: str | None = None,
+        *,
+        record_id: int | None = None,
+        as_of: DateLike = None,
+        limit: int = 50,
+    ) -> list[HistoryEntry]:
+        """The records about one subject (``record_id``, or the best hit of ``query``), oldest
+        event first, each with its state and what superseded it. See
+        :func:`mempp.timeline.history`."""
+        from mempp.timeline import history
+
+        return history(self, query, record_id=record_id, as_of=as_of, limit=limit)
+
+    def changes(
+        self,
+        since: DateLike,
+        until: DateLike,
+        *,
+        query: str | None = None,
+        known_since: DateLike = None,
+        known_until: DateLike = None,
+        limit: int = 200,
+    ) -> Changes:
+        """What entered the record between two event dates, what it superseded, and what was
+        archived or redacted meanwhile. See :func:`mempp.timeline.changes`."""
+        from mempp.timeline import changes
+
+        return changes(
+            self,
+            since,
+            until,
+            query=query,
+            known_since=known_since,
+            known_until=known_until,
+            limit=limit,
+        )
+
+    def supersede(
+        self, old_id: int, *, by: int, reason: str, actor: str | None = None
+    ) -> Correction:
+        """Record that ``by`` supersedes ``old_id`` (logged, attributed, undoable)."""
+        from mempp.timeline import supersede
+
+        return supersede(self, old_id, by=by, reason=reason, actor=actor)
+
+    def archive(self, record_id: int, *, reason: str, actor: str | None = None) -> Correction:
+        """Take a record out of every search (logged, attributed, undoable)."""
+        from mempp.timeline import archive
+
+        return archive(self, record_id, reason=reason, actor=actor)
+
+    def redact(self, record_id: int, *, reason: str, actor: str | None = None) -> Correction:
+        """Erase a record's content for good, keeping a tombstone (logged, not undoable).
+        See :func:`mempp.timeline.redact`."""
+        from mempp.timeline import redact
+
+        return redact(self, record_id, reason=reason, actor=actor)
+
+    def corrections(self) -> list[Correction]:
+        """Every manual correction of this scope, oldest first."""
+        from mempp.timeline import corrections
+
+        return corrections(self)
+
+    def undo(self, run_id: int) -> UndoReport:
+        """Undo a correction or a consolidation run (an erasure cannot be undone)."""
+        from mempp.consolidate import undo
+
+        return undo(self, run_id)
+
 
 def as_document(item: DocumentLike) -> Document:
     """Validate one incoming item (Document, mapping or string) into a :class:`Document`."""
@@ -357,6 +488,36 @@ def _as_of_key(as_of: object) -> int | None:
         return parse_as_of(as_of)  # type: ignore[arg-type]
     except InvalidDate as exc:
         raise exc.within("as_of") from None
+
+
+def _filters(
+    filters: Filters | None,
+    known_at: DateLike,
+    since: DateLike,
+    author: str | None,
+    tags: Iterable[str] | None,
+    tags_mode: str,
+    thread: str | None,
+    source: str | None,
+) -> Filters:
+    """The search's filters: ``filters`` as given, or built from the keywords (not both)."""
+    built = Filters.create(
+        known_at=known_at,
+        since=since,
+        author=author,
+        tags=tags,
+        tags_mode=tags_mode,
+        thread=thread,
+        source=source,
+    )
+    if filters is None:
+        return built
+    if not isinstance(filters, Filters):
+        raise InvalidInput(f"filters must be a Filters, got {type(filters).__name__}")
+    if not built.is_empty:
+        raise InvalidInput("pass filters either one by one or as filters=, not both")
+    return filters
+
 
 
 def _resolve_settings(settings: Settings | str) -> Settings:

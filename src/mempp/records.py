@@ -2,7 +2,9 @@
 
 A record's text, author, date, tags, source, thread, metadata and embedding never change after
 it is written.
-Only its state does: ``active`` or ``archived``, and ``superseded_by``.
+Only its state does: ``active`` or ``archived``, and ``superseded_by``. The one exception is
+erasure (``Memory.redact``): the content is wiped and the row stays as a tombstone in state
+``redacted``.
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ from mempp.dates import EventDate, parse_event_date
 from mempp.errors import InvalidDate, InvalidInput
 
 State = Literal["active", "archived"]
+# What a stored row reports: its state, or "redacted" for an erased row's tombstone.
+RecordState = Literal["active", "archived", "redacted"]
 SkipReason = Literal["duplicate", "empty"]
 
 _TAG_RUNS = re.compile(r"[\s_\-]+")
@@ -171,7 +175,7 @@ class Record:
     source: str | None
     scope: str
     ingested_at: str
-    state: State
+    state: RecordState
     superseded_by: int | None
     thread: str | None = None
     metadata: dict[str, Any] | None = None

@@ -13,7 +13,15 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from mempp.fusion import Fused, add_date_leg, add_thread_context, rrf, select_with_reserve
+from mempp.filters import NO_FILTERS, Filters
+from mempp.fusion import (
+    Fused,
+    add_date_leg,
+    add_thread_context,
+    recency,
+    rrf,
+    select_with_reserve,
+)
 from mempp.query import date_spans, lexical_query, question_as_of, tag_labels
 from mempp.records import Hit
 from mempp.settings import LEGS, Settings
@@ -51,38 +59,48 @@ def run_legs(
     query_vector: np.ndarray | None,
     as_of: int | None,
     settings: Settings,
+    filters: Filters = NO_FILTERS,
 ) -> LegLists:
-    """Each leg returns at most ``C`` in-scope rows. A leg of weight 0 is not queried. The
-    legs are independent lookups, run together where the engine gains from it."""
+    """Each leg returns at most ``C`` in-scope rows (the scope: tenant, active, ``as_of`` and
+    ``filters``). A leg of weight 0 is not queried. The legs are independent lookups, run
+    together where the engine gains from it."""
     limit = settings.candidates
     calls: dict[str, Callable[[], list[int]]] = {}
     if settings.w_lex > 0:
         terms = lexical_query(question, settings)
-        calls["lex"] = lambda: store.lexical(scope, terms, as_of, limit)
+        calls["lex"] = lambda: store.lexical(scope, terms, as_of, limit, filters=filters)
     if settings.w_tag > 0:
         labels = tag_labels(question, settings)
-        calls["tag"] = lambda: store.tagged(scope, labels, as_of, limit)
+        calls["tag"] = lambda: store.tagged(scope, labels, as_of, limit, filters=filters)
     if settings.w_vec > 0 and query_vector is not None:
-        calls["vec"] = lambda: store.nearest(scope, query_vector, as_of, limit)
+        calls["vec"] = lambda: store.nearest(scope, query_vector, as_of, limit, filters=filters)
     spans = date_spans(question) if settings.w_date > 0 else ()
     if spans:
-        calls["dated"] = lambda: store.dated_within(scope, spans, as_of, limit)
+        calls["dated"] = lambda: store.dated_within(scope, spans, as_of, limit, filters=filters)
     found = dict(zip(calls, store.gather(list(calls.values())), strict=True))
     lex, tag, vec = (found.get(leg, []) for leg in ("lex", "tag", "vec"))
     dated: list[int] = []
     if spans:
         # The legs' own candidates dated in the spans, then the newest other such rows.
         matched = {*lex, *tag, *vec}
-        dated = store.dated_within(scope, spans, as_of, len(matched), among=matched)
+        dated = store.dated_within(
+            scope, spans, as_of, len(matched), among=matched, filters=filters
+        )
         dated += [row for row in found["dated"] if row not in matched]
     return LegLists(lex, tag, vec, dated)
 
 
 def fuse_and_select(
-    store: Store, scope: str, legs: LegLists, as_of: int | None, settings: Settings, k: int
+    store: Store,
+    scope: str,
+    legs: LegLists,
+    as_of: int | None,
+    settings: Settings,
+    k: int,
+    filters: Filters = NO_FILTERS,
 ) -> list[tuple[Fused, bool]]:
-    """Weighted RRF, the date leg, thread context, then ``k - reserve`` fused rows and
-    ``reserve`` recency slots."""
+    """Weighted RRF, the date leg, thread context, then ``k - slots`` fused rows and
+    ``slots`` recency slots (``Settings.reserve_slots``)."""
     weights = {leg: settings.weight(leg) for leg in LEGS}
     fused = rrf(legs.as_dict(), weights, settings.gamma)
     if settings.w_date > 0 and legs.dated:
@@ -93,17 +111,21 @@ def fuse_and_select(
         # Only the first C fused rows lend: a row further down has little to lend, and each
         # lender costs an index walk (measured: no recall lost, a third of the time).
         lenders = [f.id for f in fused[: settings.candidates]]
-        followers = store.thread_followers(scope, lenders, as_of, settings.thread_depth)
+        followers = store.thread_followers(
+            scope, lenders, as_of, settings.thread_depth, filters=filters
+        )
         fused = add_thread_context(fused, followers, settings.thread_weight)
-    slots = min(settings.reserve, k)
+    slots = settings.reserve_slots(k)
     remaining = [f.id for f in fused[k - slots :]]
     keys = store.recency_keys(scope, remaining) if slots else {}
     selection = select_with_reserve(
         fused,
         k,
-        settings.reserve,
-        recency_key=lambda row: keys[row],
-        unmatched_fill=lambda exclude, n: store.latest_unmatched(scope, exclude, as_of, n),
+        slots,
+        recency_key=lambda row: recency(*keys[row], undated_last=settings.undated_last),
+        unmatched_fill=lambda exclude, n: store.latest_unmatched(
+            scope, exclude, as_of, n, filters=filters
+        ),
     )
     return [(f, False) for f in selection.fused] + [(f, True) for f in selection.reserved]
 

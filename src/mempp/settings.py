@@ -14,6 +14,7 @@ from mempp.validate import shown
 
 LexicalMode = Literal["disjunctive", "conjunctive"]
 LexicalRank = Literal["bm25", "cover_density"]
+ReserveRule = Literal["paper", "scaled"]
 StopWords = Literal["short", "english"]
 LEGS = ("lex", "tag", "vec")
 
@@ -39,6 +40,10 @@ class Settings:
     bound when the caller passes none (see ``mempp.query.question_as_of``).
     ``lexical_rank`` picks PostgreSQL's lexical ranking: ``"cover_density"`` is the paper's
     ``ts_rank_cd``, ``"bm25"`` the ranking SQLite always uses (it has no cover density).
+    ``reserve_rule`` says how many recency slots a search of ``k`` rows gets (see
+    :meth:`reserve_slots`): ``"paper"`` always ``reserve`` (all of them when ``k <= reserve``),
+    undated rows competing at their ingest time; ``"scaled"`` ``reserve`` in proportion to
+    ``k / self.k`` rounded down (3 of 50, 1 of 20, none below 17), dated rows first.
     """
 
     w_lex: float = 1.0
@@ -59,6 +64,7 @@ class Settings:
     thread_weight: float = 0.0
     thread_depth: int = 2
     lexical_rank: LexicalRank = "cover_density"
+    reserve_rule: ReserveRule = "paper"
 
     def __post_init__(self) -> None:
         for leg in (*LEGS, "date"):
@@ -84,6 +90,10 @@ class Settings:
             raise InvalidInput(
                 f"lexical_rank must be 'bm25' or 'cover_density', got {self.lexical_rank!r}"
             )
+        if self.reserve_rule not in ("paper", "scaled"):
+            raise InvalidInput(
+                f"reserve_rule must be 'paper' or 'scaled', got {self.reserve_rule!r}"
+            )
         if self.stop_words not in ("short", "english"):
             raise InvalidInput(f"stop_words must be 'short' or 'english', got {self.stop_words!r}")
         for flag in ("phrases", "unique_stems", "as_of_in_question"):
@@ -91,6 +101,17 @@ class Settings:
                 raise InvalidInput(f"{flag} must be true or false, got {getattr(self, flag)!r}")
         if not isinstance(self.gamma, int | float) or self.gamma <= 0:
             raise InvalidInput(f"gamma must be a number > 0, got {self.gamma!r}")
+
+    def reserve_slots(self, k: int) -> int:
+        """The recency slots among ``k`` returned rows."""
+        if self.reserve_rule == "scaled":
+            return min(k, self.reserve * k // self.k)
+        return min(k, self.reserve)
+
+    @property
+    def undated_last(self) -> bool:
+        """Whether undated rows come after every dated one in the reserve's order."""
+        return self.reserve_rule == "scaled"
 
     def weight(self, leg: str) -> float:
         return float(getattr(self, f"w_{leg}"))
@@ -131,6 +152,7 @@ PRESETS: dict[str, Settings] = {
         thread_weight=0.4,
         thread_depth=2,
         lexical_rank="bm25",
+        reserve_rule="scaled",
     ),
     "paper": Settings(),
     "paper-orgmembench": Settings(w_vec=4.0, candidates=50, lexical_mode="conjunctive"),

@@ -14,7 +14,8 @@ BLAS thread); the best ``4 * limit`` are rescored exactly. Rounding bounds the a
 error per row (``scale * |q|_1 / 2``), so the result is exact, not just likely: when the
 limit-th exact score does not clear the best score a non-candidate could have, every row
 whose bound reaches it is rescored too. Scope (tenant, active) is a mask over the scanned
-rows; masked rows get ``-inf``. Ties go to the newer row.
+rows, and so are the ids a search's filters keep; masked rows get ``-inf``. Ties go to
+the newer row.
 """
 
 from __future__ import annotations
@@ -160,8 +161,15 @@ class ExactVectorIndex:
             self._active[positions[known]] = pairs[known, 1].astype(bool)
             self._inactive = n - int(np.count_nonzero(self._active[:n]))
 
-    def eligible(self, ids: np.ndarray, scope: str, as_of: int | None) -> np.ndarray:
-        """Mask over ``ids``: known rows of this tenant, active, dated up to ``as_of``."""
+    def eligible(
+        self,
+        ids: np.ndarray,
+        scope: str,
+        as_of: int | None,
+        allowed: np.ndarray | None = None,
+    ) -> np.ndarray:
+        """Mask over ``ids``: known rows of this tenant, active, dated up to ``as_of`` and,
+        when given, among ``allowed`` (sorted ids the search's filters keep)."""
         code = self._scope_codes.get(scope)
         n = self._n
         if code is None or n == 0:
@@ -171,9 +179,20 @@ class ExactVectorIndex:
         mask &= self._scope[positions] == code
         if as_of is not None:
             mask &= self._event[positions] <= as_of
+        if allowed is not None:
+            mask &= np.isin(ids, allowed)
         return mask
 
-    def search(self, query: np.ndarray, scope: str, as_of: int | None, limit: int) -> list[int]:
+    def search(
+        self,
+        query: np.ndarray,
+        scope: str,
+        as_of: int | None,
+        limit: int,
+        allowed: np.ndarray | None = None,
+    ) -> list[int]:
+        """The ``limit`` eligible rows most similar to ``query``; with ``allowed`` (sorted ids
+        the search's filters keep), only among those."""
         code = self._scope_codes.get(scope)
         if code is None or self._n == 0 or limit <= 0:
             return []
@@ -187,7 +206,7 @@ class ExactVectorIndex:
         with one_blas_thread():
             approx = np.concatenate([self._approximate(scan, query, a, b) for a, b in spans])
         positions = np.concatenate([np.arange(a, b) for a, b in spans])
-        mask = self._mask(scan, positions, code, as_of, prefix)
+        mask = self._mask(scan, positions, code, as_of, prefix, allowed)
         if mask is not None:
             approx[~mask] = -np.inf
         eligible = len(approx) if mask is None else int(np.count_nonzero(mask))
@@ -242,7 +261,13 @@ class ExactVectorIndex:
         return out
 
     def _mask(
-        self, scan: _Scan, positions: np.ndarray, code: int, as_of: int | None, prefix: int
+        self,
+        scan: _Scan,
+        positions: np.ndarray,
+        code: int,
+        as_of: int | None,
+        prefix: int,
+        allowed: np.ndarray | None,
     ) -> np.ndarray | None:
         """Eligibility of the scanned rows, or None when every one is eligible."""
         mask = None
@@ -255,6 +280,9 @@ class ExactVectorIndex:
             dated = np.ones(len(positions), dtype=bool)
             dated[prefix:] = self._event[scan.order[positions[prefix:]]] <= as_of
             mask = dated if mask is None else mask & dated
+        if allowed is not None:
+            kept = np.isin(self._ids[scan.order[positions]], allowed)
+            mask = kept if mask is None else mask & kept
         return mask
 
     def _exact_scores(self, scan: _Scan, positions: np.ndarray, query: np.ndarray) -> np.ndarray:

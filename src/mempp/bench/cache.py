@@ -30,7 +30,7 @@ from mempp.memory import Memory
 from mempp.records import Document, Record
 from mempp.store import Store, open_store
 
-CACHE_FORMAT = 2  # 2: records carry the item's thread
+CACHE_FORMAT = 3  # 2: records carry the item's thread; 3: dedupe by author, text and date
 DEFAULT_CACHE = Path(".mempp-cache")
 STORE_FILE = "store.db"
 MANIFEST = "manifest.json"
@@ -62,7 +62,8 @@ class IngestedStore:
     """Where the store is and which record stands for which benchmark item.
 
     ``record_items[record id]`` lists the item ids a record stands for: normally one, more when
-    the write path skipped a later item as an exact duplicate of it (same scope, author, text).
+    the write path skipped a later item as an exact duplicate of it (same scope, author, text
+    and event date).
     Items that stored nothing (empty text) have no record and can never be retrieved.
     """
 
@@ -165,9 +166,9 @@ def _write(
             ]
             with Memory(path, scope=scope, embedder=embedder) as memory:
                 results = memory.add_many(docs, batch_size=BATCH, progress=bar.update)
-            first: dict[tuple[str, str], int] = {}
+            first: dict[tuple[str, str, int | None], int] = {}
             for item, doc, result in zip(items, docs, results, strict=True):
-                key = (doc.author or "", doc.text)
+                key = (doc.author or "", doc.text, doc.date.key if doc.date else None)
                 record = result.id if result.added else first.get(key)
                 if result.added and result.id is not None:
                     first[key] = result.id

@@ -11,6 +11,7 @@ import argparse
 import json
 import logging
 import os
+import secrets
 import sys
 from typing import Any
 
@@ -157,6 +158,7 @@ def _serve(args: argparse.Namespace, config: ServeConfig) -> int:
     import uvicorn
 
     from mempp.server.app import ENV_CONFIG, app_from_environ, build_app, open_state
+    from mempp.server.web.session import SECRET_ENV as SESSION_SECRET_ENV
 
     common = {
         "host": config.host,
@@ -173,6 +175,8 @@ def _serve(args: argparse.Namespace, config: ServeConfig) -> int:
     print(_banner(state, args.port), file=sys.stderr)
     state.close()
     os.environ[ENV_CONFIG] = config.to_json()
+    # The workers must all read the web page's session cookies: one secret for all of them.
+    os.environ.setdefault(SESSION_SECRET_ENV, secrets.token_urlsafe(32))
     uvicorn.run(
         f"{app_from_environ.__module__}:{app_from_environ.__name__}",
         factory=True,

@@ -15,7 +15,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from mempp.server.problems import Problem, problem_response
 
-UPLOAD_PATHS = ("/v1/ingest",)
+UPLOAD_PATHS = ("/v1/ingest", "/upload")  # /upload: the web page's files
 SDK_COUNTED = "/mcp"
 
 

@@ -2,9 +2,10 @@
 
 Every engine keeps the same guarantees: rows are never deleted, a row's content never changes
 (only ``state`` and ``superseded_by``), each write batch is one transaction, and every
-ranked lookup applies the scope *before* ranking (same tenant scope, active rows, and with an
-as-of bound ``event_key <= as_of``, so undated rows drop out), so all ``limit`` slots go to
-eligible rows. Ties in every ranking go to the newer ingest (larger id).
+ranked lookup applies the scope *before* ranking (same tenant scope, active rows, with an
+as-of bound ``event_key <= as_of``, so undated rows drop out, and every condition of its
+``filters``: see mempp.filters), so all ``limit`` slots go to eligible rows. Ties in every
+ranking go to the newer ingest (larger id).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any, Protocol, TypeVar, runtime_checkable
 import numpy as np
 
 from mempp.errors import InvalidInput, StoreError
+from mempp.filters import NO_FILTERS, Filters
 from mempp.query import LexicalQuery
 from mempp.records import AddResult, Document, Record, State
 
@@ -62,7 +64,8 @@ class Store(Protocol):
         ...
 
     def find_duplicates(self, scope: str, docs: Sequence[Document]) -> list[bool]:
-        """For each document: does an active row of the same scope and author have its text?"""
+        """For each document: does an active row of the same scope, author and event date
+        have its text? (A message repeated on another date is a new record.)"""
         ...
 
     def insert(self, scope: str, docs: Sequence[Document], vectors: np.ndarray) -> list[AddResult]:
@@ -94,15 +97,39 @@ class Store(Protocol):
         order they were written): a page of the whole record, for export and inspection."""
         ...
 
-    def lexical(self, scope: str, query: LexicalQuery, as_of: int | None, limit: int) -> list[int]:
+    def lexical(
+        self,
+        scope: str,
+        query: LexicalQuery,
+        as_of: int | None,
+        limit: int,
+        *,
+        filters: Filters = NO_FILTERS,
+    ) -> list[int]:
         """Full-text leg: ids ranked by relevance (best first)."""
         ...
 
-    def tagged(self, scope: str, labels: Sequence[str], as_of: int | None, limit: int) -> list[int]:
+    def tagged(
+        self,
+        scope: str,
+        labels: Sequence[str],
+        as_of: int | None,
+        limit: int,
+        *,
+        filters: Filters = NO_FILTERS,
+    ) -> list[int]:
         """Tag leg: rows carrying any label, most labels first, then newest."""
         ...
 
-    def nearest(self, scope: str, vector: np.ndarray, as_of: int | None, limit: int) -> list[int]:
+    def nearest(
+        self,
+        scope: str,
+        vector: np.ndarray,
+        as_of: int | None,
+        limit: int,
+        *,
+        filters: Filters = NO_FILTERS,
+    ) -> list[int]:
         """Vector leg: cosine ranking of in-scope rows (best first). Exact in SQLite; in
         PostgreSQL exact up to 10,000 eligible rows, an HNSW walk above."""
         ...
@@ -114,25 +141,39 @@ class Store(Protocol):
         as_of: int | None,
         limit: int,
         among: Collection[int] | None = None,
+        *,
+        filters: Filters = NO_FILTERS,
     ) -> list[int]:
         """In-scope rows whose event date lies in one of the ``[start, end)`` key spans,
         newest ingest first, at most ``limit``; with ``among``, only rows of that set."""
         ...
 
     def thread_followers(
-        self, scope: str, ids: Collection[int], as_of: int | None, depth: int
+        self,
+        scope: str,
+        ids: Collection[int],
+        as_of: int | None,
+        depth: int,
+        *,
+        filters: Filters = NO_FILTERS,
     ) -> dict[int, list[int]]:
         """For each row of ``ids`` that has a thread: the next ``depth`` in-scope rows of that
         thread, in thread order (event date, undated rows at their ingest time, then id).
         Rows with no thread, or at the end of theirs, are left out."""
         ...
 
-    def recency_keys(self, scope: str, ids: Collection[int]) -> dict[int, int]:
-        """Event-date key of each row, its ingest-time key where undated."""
+    def recency_keys(self, scope: str, ids: Collection[int]) -> dict[int, tuple[int | None, int]]:
+        """``(event-date key or None when undated, ingest-time key)`` of each row."""
         ...
 
     def latest_unmatched(
-        self, scope: str, exclude: Collection[int], as_of: int | None, limit: int
+        self,
+        scope: str,
+        exclude: Collection[int],
+        as_of: int | None,
+        limit: int,
+        *,
+        filters: Filters = NO_FILTERS,
     ) -> list[int]:
         """The most recently ingested in-scope rows whose ids are not in ``exclude``."""
         ...
@@ -296,6 +337,53 @@ class ConsolidationStore(Protocol):
         ...
 
 
+@runtime_checkable
+class TimelineStore(Protocol):
+    """What a subject's history and the changes between two dates need (mempp.timeline)."""
+
+    def linked(self, scope: str, ids: Collection[int], as_of: int | None) -> dict[int, str]:
+        """Rows of any state one step from ``ids``: ``"thread"`` (same thread as one of them),
+        ``"superseded"`` (superseded by one of them), ``"successor"`` (supersedes one of
+        them). With ``as_of``, only rows with ``event_key <= as_of``. ``ids`` themselves are
+        left out."""
+        ...
+
+    def entered(
+        self,
+        scope: str,
+        since: int,
+        until: int,
+        known_since: int | None,
+        known_until: int | None,
+        limit: int,
+    ) -> list[int]:
+        """Rows of any state with ``since <= event_key <= until`` (and the ingest key in
+        ``[known_since, known_until]`` when given), oldest event first, at most ``limit``."""
+        ...
+
+    def superseded_by_any(self, scope: str, ids: Collection[int]) -> list[int]:
+        """Rows of any state whose ``superseded_by`` is one of ``ids``, by id."""
+        ...
+
+
+@runtime_checkable
+class RedactionStore(Protocol):
+    """Erasure: the one sanctioned change of a record's content (mempp.timeline.redact)."""
+
+    def redact(
+        self, scope: str, record_id: int, *, reason: str, actor: str | None
+    ) -> tuple[int, list[int]]:
+        """In ONE transaction: erase the row's text, vector, tags, author, source, thread,
+        full-text entries and graph triples, and those of every merged row made from it
+        (its inputs stay listed in the change log); archive them; keep a tombstone (id,
+        scope, dates, ``redacted`` state, when, why, by whom); log it as a run of
+        ``operation`` "redact" that cannot be undone. Then leave no copy of the text in the
+        engine's free space or journal where the engine allows (SQLite: secure_delete and a
+        WAL checkpoint). Refuses (``InvalidInput``, nothing changed) a row already
+        redacted; ``RecordNotFound`` an unknown id. Returns the run id and the erased ids."""
+        ...
+
+
 @dataclass(frozen=True, slots=True)
 class Triple:
     """One entity-relation triple as extracted, with normalised entity keys."""
@@ -366,6 +454,16 @@ def supports(store: object, capability: type, feature: str) -> None:
         )
 
 
+# The write path's dedupe key is scope, author, text and event date: a message repeated on
+# another date is a new record. Undated rows share this key (no date is that early).
+UNDATED_DEDUPE_KEY = -(2**63 - 1)
+
+
+def dedupe_date(doc: Document) -> int:
+    """The event-date part of a document's dedupe key."""
+    return doc.date.key if doc.date is not None else UNDATED_DEDUPE_KEY
+
+
 # Undo rules shared by every engine.
 
 
@@ -379,6 +477,8 @@ def followers_in_order(rows: Sequence[Sequence[Any]]) -> dict[int, list[int]]:
 
 
 def check_undoable(run: RunInfo) -> None:
+    if run.settings.get("operation") == "redact":
+        raise InvalidInput(f"run {run.id} erased records; an erasure cannot be undone")
     if run.kind != "consolidate":
         raise InvalidInput(f"run {run.id} is an undo of run {run.undoes}; it cannot be undone")
     if run.dry_run:

@@ -48,13 +48,14 @@ without the ``postgres`` extra and says how to install it when a URL asks for th
 
 The engine is a package by concern: ``schema`` (pool, migrations), ``records`` (writes and
 plain reads), ``legs`` (retrieval), ``bm25`` (the in-RAM BM25 replica), ``changelog``
-(consolidation runs and undo), ``graph`` (triples) and ``keys`` (the server's API keys),
-combined here as ``PostgresStore``.
+(consolidation runs and undo), ``erasure`` (redaction), ``timeline`` (history and changes),
+``graph`` (triples), ``verify`` (integrity) and ``keys`` (the server's API keys), combined
+here as ``PostgresStore``.
 """
 
 from __future__ import annotations
 
-from mempp.store.postgres.changelog import _ChangeLogMixin
+from mempp.store.postgres.erasure import _ErasureMixin
 from mempp.store.postgres.graph import _GraphMixin
 from mempp.store.postgres.keys import _KeysMixin
 from mempp.store.postgres.legs import EF_SEARCH_CEILING, _LegsMixin
@@ -71,6 +72,7 @@ from mempp.store.postgres.schema import (
     mask_url,
     prepare_threshold_from_env,
 )
+from mempp.store.postgres.timeline import _TimelineMixin
 from mempp.store.postgres.verify import _VerifyMixin
 
 __all__ = [
@@ -90,7 +92,9 @@ __all__ = [
 ]
 
 
-class PostgresStore(_LegsMixin, _ChangeLogMixin, _GraphMixin, _VerifyMixin, _KeysMixin):
+class PostgresStore(
+    _LegsMixin, _ErasureMixin, _TimelineMixin, _GraphMixin, _VerifyMixin, _KeysMixin
+):
     """A store in a PostgreSQL database with the pgvector extension.
 
     ``url`` is a libpq URL (``postgresql://user:password@host:port/db?...``). The schema is

@@ -10,8 +10,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from mempp.errors import EncoderMismatch
+from mempp.filters import NO_FILTERS, Filters
 from mempp.query import UNSTORABLE, LexicalQuery, storable_query
 from mempp.store.base import followers_in_order
+from mempp.store.filter_sql import filter_condition
 from mempp.store.postgres.bm25 import UNDATED, ScopeReplica
 from mempp.store.postgres.records import _RecordsMixin
 from mempp.store.postgres.schema import HNSW_MAX_DIM
@@ -36,14 +38,22 @@ class _LegsMixin(_RecordsMixin):
         # Vectors stay in the server; the BM25 replica of the scope is built here.
         self._caught_up(scope)
 
-    def lexical(self, scope: str, query: LexicalQuery, as_of: int | None, limit: int) -> list[int]:
+    def lexical(
+        self,
+        scope: str,
+        query: LexicalQuery,
+        as_of: int | None,
+        limit: int,
+        *,
+        filters: Filters = NO_FILTERS,
+    ) -> list[int]:
         query = storable_query(query)
         terms = list(query.terms)
         phrases = list(query.phrases) if query.mode == "disjunctive" else []
         if not terms or limit <= 0:
             return []
         if query.ranking == "bm25":
-            return self._lexical_bm25(scope, query, terms, phrases, as_of, limit)
+            return self._lexical_bm25(scope, query, terms, phrases, as_of, limit, filters)
         # ``query.unique_stems`` needs nothing here: ts_rank_cd already counts a lexeme the
         # query repeats once (tested in the conformance suite).
         sql = self._psycopg.sql
@@ -52,25 +62,25 @@ class _LegsMixin(_RecordsMixin):
         tsquery = joiner.join(
             [
                 *(
-                    sql.SQL("plainto_tsquery('english', {})").format(sql.Placeholder())
-                    for _ in terms
+                    sql.SQL("plainto_tsquery('english', {})").format(sql.Placeholder(f"t{i}"))
+                    for i in range(len(terms))
                 ),
                 *(
-                    sql.SQL("phraseto_tsquery('english', {})").format(sql.Placeholder())
-                    for _ in phrases
+                    sql.SQL("phraseto_tsquery('english', {})").format(sql.Placeholder(f"p{i}"))
+                    for i in range(len(phrases))
                 ),
             ]
         )
-        date_condition = sql.SQL(" AND r.event_key <= %s" if as_of is not None else "")
+        date_condition = " AND r.event_key <= %(as_of)s" if as_of is not None else ""
+        where, params = filter_condition(filters, "r", "postgres")
         statement = sql.SQL(
             """SELECT r.id FROM records r, (SELECT {tsquery} AS q) query
-               WHERE r.tsv @@ query.q AND r.scope = %s AND r.state = 'active'{date}
-               ORDER BY ts_rank_cd(r.tsv, query.q) DESC, r.id DESC LIMIT %s"""
-        ).format(tsquery=tsquery, date=date_condition)
-        params: list[Any] = [*terms, *phrases, scope]
-        if as_of is not None:
-            params.append(as_of)
-        params.append(limit)
+               WHERE r.tsv @@ query.q AND r.scope = %(scope)s AND r.state = 'active'{date}
+               ORDER BY ts_rank_cd(r.tsv, query.q) DESC, r.id DESC LIMIT %(limit)s"""
+        ).format(tsquery=tsquery, date=sql.SQL(date_condition + where))
+        params.update({f"t{i}": term for i, term in enumerate(terms)})
+        params.update({f"p{i}": phrase for i, phrase in enumerate(phrases)})
+        params.update(scope=scope, as_of=as_of, limit=limit)
         with self._connection() as conn:
             return [row[0] for row in conn.execute(statement, params)]
 
@@ -82,6 +92,7 @@ class _LegsMixin(_RecordsMixin):
         phrases: list[str],
         as_of: int | None,
         limit: int,
+        filters: Filters,
     ) -> list[int]:
         """BM25 over the scope's in-RAM replica (``mempp.store.postgres.bm25``); PostgreSQL
         then keeps the active rows, asked again for more in the rare case too few are."""
@@ -106,7 +117,7 @@ class _LegsMixin(_RecordsMixin):
         want = limit
         while True:
             ranked = replica.ranked(lexemes, conjunctive, as_of, want, phrase_rows)
-            active = self._active_among(scope, ranked)
+            active = self._active_among(scope, ranked, filters)
             kept = [int(i) for i in ranked if int(i) in active]
             if len(kept) >= limit or len(ranked) < want:
                 return kept[:limit]
@@ -228,38 +239,59 @@ class _LegsMixin(_RecordsMixin):
             if ids
         ]
 
-    def _active_among(self, scope: str, ids: np.ndarray) -> set[int]:
+    def _active_among(self, scope: str, ids: np.ndarray, filters: Filters) -> set[int]:
+        """The rows of ``ids`` that are active and meet the filters."""
         if len(ids) == 0:
             return set()
+        where, params = filter_condition(filters, "r", "postgres")
         with self._connection() as conn:
             rows = conn.execute(
-                """SELECT id FROM records
-                   WHERE scope = %s AND id = ANY(%s) AND state = 'active'""",
-                (scope, ids.tolist()),
+                f"""SELECT r.id FROM records r
+                    WHERE r.scope = %(scope)s AND r.id = ANY(%(ids)s)
+                      AND r.state = 'active'{where}""",
+                {"scope": scope, "ids": ids.tolist(), **params},
             ).fetchall()
         return {row[0] for row in rows}
 
-    def tagged(self, scope: str, labels: Sequence[str], as_of: int | None, limit: int) -> list[int]:
+    def tagged(
+        self,
+        scope: str,
+        labels: Sequence[str],
+        as_of: int | None,
+        limit: int,
+        *,
+        filters: Filters = NO_FILTERS,
+    ) -> list[int]:
         if not labels or limit <= 0:
             return []
         date_condition = " AND r.event_key <= %(as_of)s" if as_of is not None else ""
+        where, params = filter_condition(filters, "r", "postgres")
         with self._connection() as conn:
             rows = conn.execute(
                 f"""SELECT r.id FROM record_tags t
                     JOIN records r ON r.scope = t.scope AND r.id = t.record_id
                     WHERE t.scope = %(scope)s AND t.label = ANY(%(labels)s::text[])
-                      AND r.state = 'active'{date_condition}
+                      AND r.state = 'active'{date_condition}{where}
                     GROUP BY r.id ORDER BY count(*) DESC, r.id DESC LIMIT %(limit)s""",
                 {
                     "scope": scope,
                     "labels": [UNSTORABLE.sub("", label) for label in labels],
                     "as_of": as_of,
                     "limit": limit,
+                    **params,
                 },
             ).fetchall()
         return [row[0] for row in rows]
 
-    def nearest(self, scope: str, vector: np.ndarray, as_of: int | None, limit: int) -> list[int]:
+    def nearest(
+        self,
+        scope: str,
+        vector: np.ndarray,
+        as_of: int | None,
+        limit: int,
+        *,
+        filters: Filters = NO_FILTERS,
+    ) -> list[int]:
         if limit <= 0:
             return []
         dim = self._bound_dim()
@@ -275,8 +307,10 @@ class _LegsMixin(_RecordsMixin):
         # so it always computes every eligible distance (in parallel workers when the
         # planner wants). Both give the same numbers. ``dim`` is an int from mempp_meta.
         distance = f"embedding::vector({int(dim)}) <=> %(q)s"
-        date_condition = " AND event_key <= %(as_of)s" if as_of is not None else ""
-        params = {"scope": scope, "as_of": as_of, "q": query, "limit": limit}
+        # The filters join the date condition: both engines apply them before the ranking.
+        where, filter_params = filter_condition(filters, "records", "postgres")
+        date_condition = (" AND event_key <= %(as_of)s" if as_of is not None else "") + where
+        params = {"scope": scope, "as_of": as_of, "q": query, "limit": limit, **filter_params}
         with self._connection() as conn:
             # Counting stops at the threshold, so this costs at most that many index entries.
             eligible = conn.execute(
@@ -346,10 +380,13 @@ class _LegsMixin(_RecordsMixin):
         as_of: int | None,
         limit: int,
         among: Collection[int] | None = None,
+        *,
+        filters: Filters = NO_FILTERS,
     ) -> list[int]:
         if not spans or limit <= 0 or (among is not None and not among):
             return []
         date_condition = " AND event_key <= %(as_of)s" if as_of is not None else ""
+        where, params = filter_condition(filters, "records", "postgres")
         among_condition = "" if among is None else " AND id = ANY(%(ids)s::bigint[])"
         found: set[int] = set()
         with self._connection() as conn:
@@ -358,7 +395,7 @@ class _LegsMixin(_RecordsMixin):
                     f"""SELECT id FROM records
                         WHERE scope = %(scope)s AND state = 'active'
                           AND event_key >= %(start)s AND event_key < %(end)s{date_condition}
-                          {among_condition}
+                          {among_condition}{where}
                         ORDER BY id DESC LIMIT %(limit)s""",
                     {
                         "scope": scope,
@@ -367,16 +404,24 @@ class _LegsMixin(_RecordsMixin):
                         "as_of": as_of,
                         "ids": None if among is None else [int(i) for i in among],
                         "limit": limit,
+                        **params,
                     },
                 ).fetchall()
                 found.update(row[0] for row in rows)
         return sorted(found, reverse=True)[:limit]
 
     def thread_followers(
-        self, scope: str, ids: Collection[int], as_of: int | None, depth: int
+        self,
+        scope: str,
+        ids: Collection[int],
+        as_of: int | None,
+        depth: int,
+        *,
+        filters: Filters = NO_FILTERS,
     ) -> dict[int, list[int]]:
         if not ids or depth < 1:
             return {}
+        where, params = filter_condition(filters, "n", "postgres")
         # Every row within an as-of bound has its thread key within it too (undated rows fail
         # the bound anyway), so the bound also ends the index walk.
         date_condition = (
@@ -392,38 +437,51 @@ class _LegsMixin(_RecordsMixin):
                         SELECT n.id, coalesce(n.event_key, n.ingested_key) AS key
                         FROM records n
                         WHERE n.scope = c.scope AND n.thread = c.thread
-                          AND n.state = 'active'{date_condition}
+                          AND n.state = 'active'{date_condition}{where}
                           AND (coalesce(n.event_key, n.ingested_key), n.id)
                               > (coalesce(c.event_key, c.ingested_key), c.id)
                         ORDER BY coalesce(n.event_key, n.ingested_key), n.id
                         LIMIT %(depth)s) f
                     WHERE c.scope = %(scope)s AND c.id = ANY(%(ids)s::bigint[])
                       AND c.thread IS NOT NULL""",
-                {"scope": scope, "ids": [int(i) for i in ids], "as_of": as_of, "depth": depth},
+                {
+                    "scope": scope,
+                    "ids": [int(i) for i in ids],
+                    "as_of": as_of,
+                    "depth": depth,
+                    **params,
+                },
             ).fetchall()
         return followers_in_order(rows)
 
-    def recency_keys(self, scope: str, ids: Collection[int]) -> dict[int, int]:
+    def recency_keys(self, scope: str, ids: Collection[int]) -> dict[int, tuple[int | None, int]]:
         if not ids:
             return {}
         with self._connection() as conn:
             rows = conn.execute(
-                """SELECT id, coalesce(event_key, ingested_key) FROM records
+                """SELECT id, event_key, ingested_key FROM records
                    WHERE scope = %s AND id = ANY(%s::bigint[])""",
                 (scope, [int(i) for i in ids]),
             ).fetchall()
-        return dict(rows)
+        return {row: (event, ingested) for row, event, ingested in rows}
 
     def latest_unmatched(
-        self, scope: str, exclude: Collection[int], as_of: int | None, limit: int
+        self,
+        scope: str,
+        exclude: Collection[int],
+        as_of: int | None,
+        limit: int,
+        *,
+        filters: Filters = NO_FILTERS,
     ) -> list[int]:
         if limit <= 0:
             return []
         date_condition = " AND event_key <= %(as_of)s" if as_of is not None else ""
+        where, params = filter_condition(filters, "records", "postgres")
         with self._connection() as conn:
             rows = conn.execute(
                 f"""SELECT id FROM records
-                    WHERE scope = %(scope)s AND state = 'active'{date_condition}
+                    WHERE scope = %(scope)s AND state = 'active'{date_condition}{where}
                       AND NOT (id = ANY(%(exclude)s::bigint[]))
                     ORDER BY id DESC LIMIT %(limit)s""",
                 {
@@ -431,6 +489,7 @@ class _LegsMixin(_RecordsMixin):
                     "as_of": as_of,
                     "limit": limit,
                     "exclude": [int(i) for i in exclude],
+                    **params,
                 },
             ).fetchall()
         return [row[0] for row in rows]

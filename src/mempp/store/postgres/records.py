@@ -13,6 +13,8 @@ import numpy as np
 from mempp.dates import now_key
 from mempp.errors import EncoderMismatch, StoreError
 from mempp.records import AddResult, Document, Record, State, text_hash
+from mempp.store.base import UNDATED_DEDUPE_KEY as UNDATED
+from mempp.store.base import dedupe_date
 from mempp.store.postgres.schema import (
     _LOCK_CLASS_SCHEMA,
     HNSW_MAX_DIM,
@@ -20,15 +22,18 @@ from mempp.store.postgres.schema import (
     _PostgresBase,
 )
 
+# A redacted row reports the state "redacted" (it is stored archived, with its tombstone in
+# ``redactions``). Every query naming these columns reads ``FROM records`` unaliased.
 _RECORD_COLUMNS = (
-    "id, text, author, event_date, tags, source, scope, ingested_at, state, superseded_by, "
-    "thread, metadata"
+    "id, text, author, event_date, tags, source, scope, ingested_at, "
+    "CASE WHEN EXISTS (SELECT 1 FROM redactions x WHERE x.scope = records.scope "
+    "AND x.record_id = records.id) THEN 'redacted' ELSE state END, superseded_by, thread, metadata"
 )
 
 # One statement per document, pipelined by ``executemany``: the row and its tag labels go in
 # together, and ``NOT EXISTS`` sees rows inserted by earlier statements of the same batch.
 # ``ON CONFLICT`` only matters for writers that bypass the scope lock (other tools).
-_INSERT = """
+_INSERT = f"""
 WITH new AS (
     INSERT INTO records (scope, text, text_hash, author, event_date, event_key, tags, source,
                          ingested_at, ingested_key, embedding, thread, metadata)
@@ -38,8 +43,10 @@ WITH new AS (
     WHERE NOT EXISTS (
         SELECT 1 FROM records
         WHERE scope = %(scope)s AND coalesce(author, '') = %(author_key)s
-          AND text_hash = %(hash)s AND state = 'active')
-    ON CONFLICT (scope, (coalesce(author, '')), text_hash) WHERE state = 'active' DO NOTHING
+          AND text_hash = %(hash)s AND coalesce(event_key, {UNDATED}) = %(date_key)s
+          AND state = 'active')
+    ON CONFLICT (scope, (coalesce(author, '')), text_hash, (coalesce(event_key, {UNDATED})))
+        WHERE state = 'active' DO NOTHING
     RETURNING id
 ), labels AS (
     INSERT INTO record_tags (scope, label, record_id)
@@ -64,6 +71,7 @@ def _row_params(
         "hash": text_hash(doc.text),
         "author": doc.author,
         "author_key": doc.author or "",
+        "date_key": dedupe_date(doc),
         "event_date": doc.date.text if doc.date else None,
         "event_key": doc.date.key if doc.date else None,
         "tags": list(doc.tags),
@@ -169,19 +177,21 @@ class _RecordsMixin(_PostgresBase):
     def find_duplicates(self, scope: str, docs: Sequence[Document]) -> list[bool]:
         if not docs:
             return []
-        keys = [(doc.author or "", text_hash(doc.text)) for doc in docs]
+        keys = [(doc.author or "", text_hash(doc.text), dedupe_date(doc)) for doc in docs]
         with self._connection() as conn:
-            # One probe of the dedupe index per (author, hash) pair.
+            # One probe of the dedupe index per (author, hash, date) triple.
             found = {
-                (row[0], bytes(row[1]))
+                (row[0], bytes(row[1]), row[2])
                 for row in conn.execute(
-                    """SELECT k.author_key, k.hash
-                       FROM unnest(%s::text[], %s::bytea[]) AS k(author_key, hash)
-                       WHERE EXISTS (
-                           SELECT 1 FROM records
-                           WHERE scope = %s AND state = 'active'
-                             AND coalesce(author, '') = k.author_key AND text_hash = k.hash)""",
-                    ([k[0] for k in keys], [k[1] for k in keys], scope),
+                    f"""SELECT k.author_key, k.hash, k.date_key
+                        FROM unnest(%s::text[], %s::bytea[], %s::bigint[])
+                            AS k(author_key, hash, date_key)
+                        WHERE EXISTS (
+                            SELECT 1 FROM records
+                            WHERE scope = %s AND state = 'active'
+                              AND coalesce(author, '') = k.author_key AND text_hash = k.hash
+                              AND coalesce(event_key, {UNDATED}) = k.date_key)""",
+                    ([k[0] for k in keys], [k[1] for k in keys], [k[2] for k in keys], scope),
                 )
             }
         return [key in found for key in keys]

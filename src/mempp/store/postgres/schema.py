@@ -17,6 +17,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from mempp.errors import InvalidInput, StoreError
+from mempp.store.base import UNDATED_DEDUPE_KEY as UNDATED_KEY
 from mempp.store.migrations import Migration, newest, pending
 from mempp.store.postgres.bm25 import ScopeReplica
 
@@ -303,6 +304,84 @@ MIGRATIONS: tuple[Migration, ...] = (
                 FOR EACH ROW EXECUTE FUNCTION mempp_keep_keys()""",
             """CREATE TRIGGER api_keys_no_truncate BEFORE TRUNCATE ON api_keys
                 FOR EACH STATEMENT EXECUTE FUNCTION mempp_keep_keys()""",
+        ),
+    ),
+    Migration(
+        6,
+        "dedupe by author, text and event date; erasure: redactions and their guarded triggers",
+        (
+            "DROP INDEX records_dedupe",
+            f"""CREATE UNIQUE INDEX records_dedupe ON records
+                (scope, coalesce(author, ''), text_hash, coalesce(event_key, {UNDATED_KEY}))
+                WHERE state = 'active'""",
+            # A tombstone's when, why and by whom. ``pending`` is true only inside the
+            # redaction's own transaction: the triggers below let content change while it is.
+            """CREATE TABLE redactions (
+                scope TEXT NOT NULL,
+                record_id BIGINT NOT NULL,
+                run_id BIGINT NOT NULL,
+                redacted_at TIMESTAMPTZ NOT NULL,
+                reason TEXT NOT NULL,
+                actor TEXT,
+                pending BOOLEAN NOT NULL DEFAULT true,
+                PRIMARY KEY (scope, record_id),
+                FOREIGN KEY (scope, record_id) REFERENCES records (scope, id),
+                FOREIGN KEY (scope, run_id) REFERENCES consolidation_runs (scope, id))""",
+            """CREATE FUNCTION mempp_redaction_pending(row_scope TEXT, row_id BIGINT)
+                RETURNS boolean LANGUAGE sql STABLE AS $$
+                SELECT EXISTS (SELECT 1 FROM redactions
+                               WHERE scope = row_scope AND record_id = row_id AND pending)
+            $$""",
+            """CREATE FUNCTION mempp_guard_content() RETURNS trigger LANGUAGE plpgsql AS $$
+            BEGIN
+                IF NOT mempp_redaction_pending(OLD.scope, OLD.id) THEN
+                    RAISE EXCEPTION
+                        'mempp: a record''s content never changes; only its state may'
+                        USING ERRCODE = 'integrity_constraint_violation';
+                END IF;
+                IF NEW.id = OLD.id AND NEW.scope = OLD.scope AND NEW.text = ''
+                   AND NEW.text_hash = '\\x'::bytea AND NEW.author IS NULL
+                   AND NEW.event_date IS NOT DISTINCT FROM OLD.event_date
+                   AND NEW.event_key IS NOT DISTINCT FROM OLD.event_key
+                   AND NEW.tags = '{}' AND NEW.source IS NULL AND NEW.thread IS NULL
+                   AND NEW.metadata IS NULL
+                   AND NEW.ingested_at = OLD.ingested_at
+                   AND NEW.ingested_key = OLD.ingested_key
+                   AND vector_norm(NEW.embedding) = 0 THEN
+                    RETURN NEW;
+                END IF;
+                RAISE EXCEPTION 'mempp: a redaction erases content; it writes nothing else'
+                    USING ERRCODE = 'integrity_constraint_violation';
+            END $$""",
+            "DROP TRIGGER records_content_frozen ON records",
+            f"""CREATE TRIGGER records_content_frozen BEFORE UPDATE OF {_FROZEN_COLUMNS}, thread,
+                metadata ON records FOR EACH ROW EXECUTE FUNCTION mempp_guard_content()""",
+            """CREATE FUNCTION mempp_guard_tag_removal() RETURNS trigger LANGUAGE plpgsql AS $$
+            BEGIN
+                IF mempp_redaction_pending(OLD.scope, OLD.record_id) THEN
+                    RETURN OLD;
+                END IF;
+                RAISE EXCEPTION 'mempp: records are append-only; % is refused', TG_OP
+                    USING ERRCODE = 'integrity_constraint_violation';
+            END $$""",
+            "DROP TRIGGER record_tags_no_delete ON record_tags",
+            """CREATE TRIGGER record_tags_no_delete BEFORE DELETE ON record_tags
+                FOR EACH ROW EXECUTE FUNCTION mempp_guard_tag_removal()""",
+            """CREATE FUNCTION mempp_guard_redactions() RETURNS trigger LANGUAGE plpgsql AS $$
+            BEGIN
+                IF TG_OP = 'UPDATE' AND OLD.pending AND NOT NEW.pending
+                   AND (NEW.scope, NEW.record_id, NEW.run_id, NEW.redacted_at, NEW.reason)
+                       = (OLD.scope, OLD.record_id, OLD.run_id, OLD.redacted_at, OLD.reason)
+                   AND NEW.actor IS NOT DISTINCT FROM OLD.actor THEN
+                    RETURN NEW;
+                END IF;
+                RAISE EXCEPTION 'mempp: the redaction log is append-only'
+                    USING ERRCODE = 'integrity_constraint_violation';
+            END $$""",
+            """CREATE TRIGGER redactions_frozen BEFORE UPDATE OR DELETE ON redactions
+                FOR EACH ROW EXECUTE FUNCTION mempp_guard_redactions()""",
+            """CREATE TRIGGER redactions_no_truncate BEFORE TRUNCATE ON redactions
+                FOR EACH STATEMENT EXECUTE FUNCTION mempp_refuse_removal()""",
         ),
     ),
 )

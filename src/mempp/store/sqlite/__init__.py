@@ -11,7 +11,8 @@
 
 The engine is a package by concern: ``schema`` (connection, migrations), ``records``
 (writes and plain reads), ``legs`` (retrieval), ``changelog`` (consolidation runs and
-undo), ``graph`` (triples) and ``keys`` (the server's API keys), combined here as
+undo), ``erasure`` (redaction), ``timeline`` (history and changes), ``graph``
+(triples), ``verify`` (integrity) and ``keys`` (the server's API keys), combined here as
 ``SQLiteStore``.
 """
 
@@ -24,7 +25,7 @@ from collections.abc import Callable
 from typing import Any
 
 from mempp.errors import StoreError
-from mempp.store.sqlite.changelog import _ChangeLogMixin
+from mempp.store.sqlite.erasure import _ErasureMixin
 from mempp.store.sqlite.graph import _GraphMixin
 from mempp.store.sqlite.keys import _KeysMixin
 from mempp.store.sqlite.legs import _LegsMixin, fts_match_expression, thread_key
@@ -35,6 +36,7 @@ from mempp.store.sqlite.schema import (
     MIGRATIONS,
     describe_failure,
 )
+from mempp.store.sqlite.timeline import _TimelineMixin
 from mempp.store.sqlite.verify import _VerifyMixin
 
 __all__ = [
@@ -73,5 +75,7 @@ def _operational_errors(cls: type) -> type:
 
 
 @_operational_errors
-class SQLiteStore(_LegsMixin, _ChangeLogMixin, _GraphMixin, _VerifyMixin, _KeysMixin):
+class SQLiteStore(
+    _LegsMixin, _ErasureMixin, _TimelineMixin, _GraphMixin, _VerifyMixin, _KeysMixin
+):
     """The default engine: a single local file, no server."""

@@ -16,8 +16,10 @@ from pathlib import Path
 import numpy as np
 
 from mempp.bm25 import Bm25Index, postings_from_groups
+from mempp.filters import NO_FILTERS, Filters
 from mempp.query import LexicalQuery, storable_query
 from mempp.store.base import followers_in_order
+from mempp.store.filter_sql import filter_condition
 from mempp.store.sqlite.records import _RecordsMixin
 from mempp.store.sqlite.schema import BUSY_TIMEOUT_S, FTS_TOKENIZE, _ClosedConnection
 from mempp.vectors import ExactVectorIndex
@@ -123,24 +125,33 @@ class _LegsMixin(_RecordsMixin):
             with self._lock:
                 self._bm25_ready()
 
-    def lexical(self, scope: str, query: LexicalQuery, as_of: int | None, limit: int) -> list[int]:
+    def lexical(
+        self,
+        scope: str,
+        query: LexicalQuery,
+        as_of: int | None,
+        limit: int,
+        *,
+        filters: Filters = NO_FILTERS,
+    ) -> list[int]:
         query = storable_query(query)
         if query.unique_stems:
             query = self._one_term_per_stem(query)
         expression = fts_match_expression(query)
         if expression is None:
             return []
-        fast = self._lexical_in_ram(scope, query, as_of, limit)
+        fast = self._lexical_in_ram(scope, query, as_of, limit, filters)
         if fast is not None:
             return fast
         date_condition = "" if as_of is None else " AND r.event_key <= :as_of"
+        where, params = filter_condition(filters, "r", "sqlite")
         with self._lock:
             rows = self._conn.execute(
                 f"""SELECT r.id FROM records_fts JOIN records r ON r.id = records_fts.rowid
                     WHERE records_fts MATCH :match AND r.scope = :scope
-                      AND r.state = 'active'{date_condition}
+                      AND r.state = 'active'{date_condition}{where}
                     ORDER BY bm25(records_fts), r.id DESC LIMIT :limit""",
-                {"match": expression, "scope": scope, "as_of": as_of, "limit": limit},
+                {"match": expression, "scope": scope, "as_of": as_of, "limit": limit, **params},
             ).fetchall()
         return [row[0] for row in rows]
 
@@ -156,7 +167,7 @@ class _LegsMixin(_RecordsMixin):
         )
 
     def _lexical_in_ram(
-        self, scope: str, query: LexicalQuery, as_of: int | None, limit: int
+        self, scope: str, query: LexicalQuery, as_of: int | None, limit: int, filters: Filters
     ) -> list[int] | None:
         """The same ranking from the in-RAM bm25 replica, or None where it cannot serve.
 
@@ -172,6 +183,7 @@ class _LegsMixin(_RecordsMixin):
                 return None
             index = self._index
             assert index is not None
+            allowed = self._filtered_ids(scope, filters)
             extra = None
             if query.phrases and not conjunctive:
                 rows = self._conn.execute(
@@ -185,37 +197,70 @@ class _LegsMixin(_RecordsMixin):
         return bm25.search(
             tokens,
             conjunctive=conjunctive,
-            eligible=lambda ids: index.eligible(ids, scope, as_of),
+            eligible=lambda ids: index.eligible(ids, scope, as_of, allowed),
             limit=limit,
             extra=extra,
         )
 
-    def tagged(self, scope: str, labels: Sequence[str], as_of: int | None, limit: int) -> list[int]:
+    def tagged(
+        self,
+        scope: str,
+        labels: Sequence[str],
+        as_of: int | None,
+        limit: int,
+        *,
+        filters: Filters = NO_FILTERS,
+    ) -> list[int]:
         if not labels:
             return []
         date_condition = "" if as_of is None else " AND r.event_key <= :as_of"
+        where, params = filter_condition(filters, "r", "sqlite")
         with self._lock:
             rows = self._conn.execute(
                 # CROSS JOIN fixes the join order (labels first): without planner statistics
                 # SQLite would otherwise visit every row of the scope.
                 f"""SELECT r.id FROM record_tags t CROSS JOIN records r ON r.id = t.record_id
                     WHERE t.label IN (SELECT value FROM json_each(:labels))
-                      AND r.scope = :scope AND r.state = 'active'{date_condition}
+                      AND r.scope = :scope AND r.state = 'active'{date_condition}{where}
                     GROUP BY r.id ORDER BY count(*) DESC, r.id DESC LIMIT :limit""",
                 {
                     "labels": json.dumps(list(labels)),
                     "scope": scope,
                     "as_of": as_of,
                     "limit": limit,
+                    **params,
                 },
             ).fetchall()
         return [row[0] for row in rows]
 
-    def nearest(self, scope: str, vector: np.ndarray, as_of: int | None, limit: int) -> list[int]:
+    def nearest(
+        self,
+        scope: str,
+        vector: np.ndarray,
+        as_of: int | None,
+        limit: int,
+        *,
+        filters: Filters = NO_FILTERS,
+    ) -> list[int]:
         index = self._vector_index()
         if index is None:
             return []
-        return index.search(vector, scope, as_of, limit)
+        with self._lock:
+            allowed = self._filtered_ids(scope, filters)
+        return index.search(vector, scope, as_of, limit, allowed)
+
+    def _filtered_ids(self, scope: str, filters: Filters) -> np.ndarray | None:
+        """Ids of the scope's active rows the filters keep (ascending), for the in-RAM
+        indexes to mask with; None when no filter is set (the caller holds the lock)."""
+        if filters.is_empty:
+            return None
+        where, params = filter_condition(filters, "r", "sqlite")
+        rows = self._conn.execute(
+            f"""SELECT r.id FROM records r
+                WHERE r.scope = :scope AND r.state = 'active'{where} ORDER BY r.id""",
+            {"scope": scope, **params},
+        ).fetchall()
+        return np.fromiter((row[0] for row in rows), dtype=np.int64, count=len(rows))
 
     def dated_within(
         self,
@@ -224,10 +269,13 @@ class _LegsMixin(_RecordsMixin):
         as_of: int | None,
         limit: int,
         among: Collection[int] | None = None,
+        *,
+        filters: Filters = NO_FILTERS,
     ) -> list[int]:
         if not spans or limit <= 0 or (among is not None and not among):
             return []
         date_condition = "" if as_of is None else " AND event_key <= :as_of"
+        where, params = filter_condition(filters, "records", "sqlite")
         among_condition = "" if among is None else " AND id IN (SELECT value FROM json_each(:ids))"
         found: set[int] = set()
         with self._lock:
@@ -236,7 +284,7 @@ class _LegsMixin(_RecordsMixin):
                     f"""SELECT id FROM records
                         WHERE scope = :scope AND state = 'active'
                           AND event_key >= :start AND event_key < :end{date_condition}
-                          {among_condition}
+                          {among_condition}{where}
                         ORDER BY id DESC LIMIT :limit""",
                     {
                         "scope": scope,
@@ -245,16 +293,24 @@ class _LegsMixin(_RecordsMixin):
                         "as_of": as_of,
                         "ids": None if among is None else json.dumps([int(i) for i in among]),
                         "limit": limit,
+                        **params,
                     },
                 ).fetchall()
                 found.update(row[0] for row in rows)
         return sorted(found, reverse=True)[:limit]
 
     def thread_followers(
-        self, scope: str, ids: Collection[int], as_of: int | None, depth: int
+        self,
+        scope: str,
+        ids: Collection[int],
+        as_of: int | None,
+        depth: int,
+        *,
+        filters: Filters = NO_FILTERS,
     ) -> dict[int, list[int]]:
         if not ids or depth < 1:
             return {}
+        where, params = filter_condition(filters, "m", "sqlite")
         # Every row within an as-of bound has its thread key within it too (undated rows fail
         # the bound anyway), so the bound also ends the index walk.
         date_condition = (
@@ -270,7 +326,7 @@ class _LegsMixin(_RecordsMixin):
                     ON n.id IN (
                         SELECT m.id FROM records m INDEXED BY records_thread
                         WHERE m.scope = c.scope AND m.thread = c.thread
-                          AND m.state = 'active'{date_condition}
+                          AND m.state = 'active'{date_condition}{where}
                           AND {thread_key("m")} >= {thread_key("c")}
                           AND ({thread_key("m")} > {thread_key("c")} OR m.id > c.id)
                         ORDER BY {thread_key("m")}, m.id
@@ -282,31 +338,39 @@ class _LegsMixin(_RecordsMixin):
                     "scope": scope,
                     "as_of": as_of,
                     "depth": depth,
+                    **params,
                 },
             ).fetchall()
         return followers_in_order(rows)
 
-    def recency_keys(self, scope: str, ids: Collection[int]) -> dict[int, int]:
+    def recency_keys(self, scope: str, ids: Collection[int]) -> dict[int, tuple[int | None, int]]:
         if not ids:
             return {}
         with self._lock:
             rows = self._conn.execute(
-                """SELECT id, coalesce(event_key, ingested_key) FROM records
+                """SELECT id, event_key, ingested_key FROM records
                    WHERE id IN (SELECT value FROM json_each(?)) AND +scope = ?""",
                 (json.dumps([int(i) for i in ids]), scope),
             ).fetchall()
-        return dict(rows)
+        return {row: (event, ingested) for row, event, ingested in rows}
 
     def latest_unmatched(
-        self, scope: str, exclude: Collection[int], as_of: int | None, limit: int
+        self,
+        scope: str,
+        exclude: Collection[int],
+        as_of: int | None,
+        limit: int,
+        *,
+        filters: Filters = NO_FILTERS,
     ) -> list[int]:
         date_condition = "" if as_of is None else " AND +event_key <= :as_of"
+        where, params = filter_condition(filters, "records", "sqlite")
         with self._lock:
             rows = self._conn.execute(
                 # The unary + keeps SQLite walking ids newest-first (stopping at the limit)
                 # instead of sorting every in-scope row.
                 f"""SELECT id FROM records
-                    WHERE +scope = :scope AND +state = 'active'{date_condition}
+                    WHERE +scope = :scope AND +state = 'active'{date_condition}{where}
                       AND id NOT IN (SELECT value FROM json_each(:exclude))
                     ORDER BY id DESC LIMIT :limit""",
                 {
@@ -314,6 +378,7 @@ class _LegsMixin(_RecordsMixin):
                     "as_of": as_of,
                     "limit": limit,
                     "exclude": json.dumps([int(i) for i in exclude]),
+                    **params,
                 },
             ).fetchall()
         return [row[0] for row in rows]

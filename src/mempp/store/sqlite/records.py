@@ -13,11 +13,15 @@ import numpy as np
 from mempp.dates import now_key
 from mempp.errors import EncoderMismatch, StoreError
 from mempp.records import AddResult, Document, Record, State, text_hash
+from mempp.store.base import UNDATED_DEDUPE_KEY, dedupe_date
 from mempp.store.sqlite.schema import _SQLiteBase, describe_failure
 
+# A redacted row reports the state "redacted" (it is stored archived, with its tombstone in
+# ``redactions``). Every query naming these columns reads ``FROM records`` unaliased.
 _RECORD_COLUMNS = (
-    "id, text, author, event_date, tags, source, scope, ingested_at, state, superseded_by, "
-    "thread, metadata"
+    "id, text, author, event_date, tags, source, scope, ingested_at, "
+    "CASE WHEN EXISTS (SELECT 1 FROM redactions x WHERE x.record_id = records.id) "
+    "THEN 'redacted' ELSE state END, superseded_by, thread, metadata"
 )
 
 
@@ -80,10 +84,11 @@ class _RecordsMixin(_SQLiteBase):
     @staticmethod
     def _is_duplicate(conn: sqlite3.Connection, scope: str, doc: Document) -> bool:
         row = conn.execute(
-            """SELECT 1 FROM records INDEXED BY records_dedupe
+            f"""SELECT 1 FROM records INDEXED BY records_dedupe
                WHERE scope = ? AND coalesce(author, '') = ? AND text_hash = ?
-                 AND state = 'active' LIMIT 1""",
-            (scope, doc.author or "", text_hash(doc.text)),
+                 AND coalesce(event_key, {UNDATED_DEDUPE_KEY}) = ? AND state = 'active'
+               LIMIT 1""",
+            (scope, doc.author or "", text_hash(doc.text), dedupe_date(doc)),
         ).fetchone()
         return row is not None
 

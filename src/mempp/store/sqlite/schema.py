@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 
 from mempp.bm25 import Bm25Index
 from mempp.errors import StoreError
+from mempp.store.base import UNDATED_DEDUPE_KEY as UNDATED_KEY
 from mempp.store.migrations import Migration, newest, pending
 from mempp.vectors import ExactVectorIndex
 
@@ -28,6 +29,14 @@ FTS_TOKENIZE = "porter unicode61 remove_diacritics 2"
 # Below this many records FTS5 ranks an OR query in a few ms; above it, the exact in-RAM
 # replica of its bm25() (mempp.bm25) is built in the background and used once ready.
 BM25_RAM_MIN_ROWS = 20_000
+
+# The columns of a record's content (what the triggers freeze), and "a redaction of row
+# {row} is under way in this transaction" (the one path that may change them).
+_CONTENT_COLUMNS = (
+    "id, scope, text, text_hash, author, event_date, event_key, tags, source, ingested_at, "
+    "ingested_key, embedding, thread, metadata"
+)
+_PENDING = "EXISTS (SELECT 1 FROM redactions x WHERE x.record_id = {row} AND x.pending = 1)"
 
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(
@@ -246,6 +255,65 @@ MIGRATIONS: tuple[Migration, ...] = (
             END""",
         ),
     ),
+    Migration(
+        7,
+        "dedupe by author, text and event date; erasure: redactions and their guarded triggers",
+        (
+            "DROP INDEX records_dedupe",
+            f"""CREATE INDEX records_dedupe ON records
+                (scope, coalesce(author, ''), text_hash, coalesce(event_key, {UNDATED_KEY}))
+                WHERE state = 'active'""",
+            # A tombstone's when, why and by whom. ``pending`` is 1 only inside the redaction's
+            # own transaction: the triggers below let content change while it is.
+            """CREATE TABLE redactions (
+                record_id INTEGER PRIMARY KEY REFERENCES records(id),
+                scope TEXT NOT NULL,
+                run_id INTEGER NOT NULL REFERENCES consolidation_runs(id),
+                redacted_at TEXT NOT NULL,
+                reason TEXT NOT NULL,
+                actor TEXT,
+                pending INTEGER NOT NULL DEFAULT 1 CHECK (pending IN (0, 1)))""",
+            """CREATE TRIGGER redactions_no_delete BEFORE DELETE ON redactions BEGIN
+                SELECT RAISE(ABORT, 'mempp: the redaction log is append-only');
+            END""",
+            """CREATE TRIGGER redactions_frozen BEFORE UPDATE OF
+                record_id, scope, run_id, redacted_at, reason, actor ON redactions BEGIN
+                SELECT RAISE(ABORT, 'mempp: the redaction log is append-only');
+            END""",
+            """CREATE TRIGGER redactions_settle_once BEFORE UPDATE OF pending ON redactions
+                WHEN NOT (old.pending = 1 AND new.pending = 0) BEGIN
+                SELECT RAISE(ABORT, 'mempp: the redaction log is append-only');
+            END""",
+            "DROP TRIGGER records_content_frozen",
+            f"""CREATE TRIGGER records_content_frozen BEFORE UPDATE OF {_CONTENT_COLUMNS}
+                ON records WHEN NOT {_PENDING.format(row="old.id")} BEGIN
+                SELECT RAISE(ABORT,
+                    'mempp: a record''s content never changes; only its state may');
+            END""",
+            f"""CREATE TRIGGER records_erased_only BEFORE UPDATE OF {_CONTENT_COLUMNS}
+                ON records WHEN {_PENDING.format(row="old.id")} AND NOT (
+                    new.id = old.id AND new.scope = old.scope AND new.text = ''
+                    AND new.text_hash = X'' AND new.author IS NULL
+                    AND new.event_date IS old.event_date AND new.event_key IS old.event_key
+                    AND new.tags = '[]' AND new.source IS NULL AND new.thread IS NULL
+                    AND new.metadata IS NULL
+                    AND new.ingested_at = old.ingested_at
+                    AND new.ingested_key = old.ingested_key
+                    AND new.embedding = zeroblob(length(old.embedding))) BEGIN
+                SELECT RAISE(ABORT, 'mempp: a redaction erases content; it writes nothing else');
+            END""",
+            "DROP TRIGGER record_tags_no_delete",
+            f"""CREATE TRIGGER record_tags_no_delete BEFORE DELETE ON record_tags
+                WHEN NOT {_PENDING.format(row="old.record_id")} BEGIN
+                SELECT RAISE(ABORT, 'mempp: records are append-only; DELETE is refused');
+            END""",
+            # As in migration 5: REPLACE would delete a tombstone without the DELETE trigger.
+            """CREATE TRIGGER redactions_no_replace BEFORE INSERT ON redactions
+                WHEN EXISTS (SELECT 1 FROM redactions WHERE record_id = NEW.record_id) BEGIN
+                SELECT RAISE(ABORT, 'mempp: the redaction log is append-only; REPLACE is refused');
+            END""",
+        ),
+    ),
 )
 
 
@@ -309,6 +377,8 @@ class _SQLiteBase:
             self._conn.execute("PRAGMA journal_mode=WAL")
             self._conn.execute("PRAGMA synchronous=FULL")
             self._conn.execute("PRAGMA foreign_keys=ON")
+            # Freed space is zeroed, so an erased record's text is not left in free pages.
+            self._conn.execute("PRAGMA secure_delete=ON")
             self._migrate()
         except sqlite3.DatabaseError as exc:
             raise StoreError(

@@ -1,0 +1,113 @@
+"""Files dropped on the upload page, read by the importers ``mempp ingest`` and ``mempp
+import`` use.
+
+Each upload is saved under its own name in a private temporary folder. A file goes to the
+first importer that recognizes it: Markdown / text with front matter and JSON Lines (the
+folder importer), a Slack export zip, a mailbox (``.mbox``, ``.eml``). The upload is refused
+whole, before anything is stored, when a file is of no kind mempp reads or cannot be opened at
+all (a broken zip, a zip that is no Slack export); within a readable file, a bad line or
+message is reported as ``name:line: reason`` and the good ones are kept, as the CLI does.
+The server's upload limit (``BodyLimit``, as for ``/v1/ingest``) bounds the request.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import tempfile
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from mempp.errors import InvalidInput
+from mempp.importers import Importer, Item, ItemError, Notice, Skipped, get
+from mempp.importers.base import read_paths, store_items
+from mempp.records import Document
+from mempp.server.web.access import WebError
+
+# Tried in this order: the folder importer goes by the file's suffix alone, so a note that
+# happens to start with "From " stays a note.
+IMPORTERS = ("folder", "slack", "mail")
+KINDS = ".md, .markdown, .txt, .jsonl, .ndjson, a Slack export .zip, .mbox, .eml"
+_UNSAFE = re.compile(r"[^A-Za-z0-9._ -]+")
+
+
+def safe_name(name: str) -> str:
+    """A file name without folders or odd characters (the browser's name is untrusted)."""
+    base = os.path.basename(name.replace("\\", "/")) or "upload"
+    return _UNSAFE.sub("_", base)[:120] or "upload"
+
+
+def ingest_files(memory: Any, files: Sequence[tuple[str, BinaryIO]]) -> list[dict[str, Any]]:
+    """Read and store ``(name, open file)`` pairs; one report (a dict) per file, in order."""
+    if not files:
+        raise WebError(400, "Nothing to upload", "Choose or drop at least one file.")
+    importers = [get(name) for name in IMPORTERS]
+    with tempfile.TemporaryDirectory(prefix="mempp-upload-") as folder:
+        saved: list[tuple[str, Path]] = []
+        for number, (name, content) in enumerate(files):
+            # One subfolder per file: two uploads of one name do not overwrite each other.
+            path = Path(folder) / str(number) / safe_name(name)
+            path.parent.mkdir()
+            with path.open("wb") as out:
+                shutil.copyfileobj(content, out)
+            saved.append((name, path))
+        chosen = [(name, path, _importer_for(importers, path)) for name, path in saved]
+        wrong = [name for name, _, importer in chosen if importer is None]
+        if wrong:
+            raise WebError(
+                400,
+                "Cannot read that kind of file",
+                f"{', '.join(wrong)}: mempp reads {KINDS}. Nothing was stored.",
+            )
+        # Every file is opened before anything is stored: one that cannot be read at all
+        # refuses the whole upload.
+        streams: list[tuple[str, Importer, Iterator[Item]]] = []
+        for name, path, importer in chosen:
+            assert importer is not None
+            try:
+                items = read_paths(importer, path)
+            except InvalidInput as exc:
+                message = str(exc).replace(str(path), name)
+                raise WebError(
+                    400, "Cannot read that file", f"{message}. Nothing was stored."
+                ) from None
+            streams.append((name, importer, _renamed(items, str(path), name)))
+        return [
+            {"name": name, **store_items(memory, items, source=importer.name).to_dict()}
+            for name, importer, items in streams
+        ]
+
+
+def _importer_for(importers: Sequence[Importer], path: Path) -> Importer | None:
+    return next((importer for importer in importers if importer.recognizes(path)), None)
+
+
+def _renamed(items: Iterator[Item], temp: str, name: str) -> Iterator[Item]:
+    """The items with the temporary path in locations and sources told as the upload's name."""
+    for item in items:
+        if isinstance(item, Document):
+            if item.source and temp in item.source:
+                item = replace(item, source=item.source.replace(temp, name))
+        elif isinstance(item, ItemError | Skipped | Notice):
+            item = replace(item, location=item.location.replace(temp, name))
+        yield item
+
+
+def totals(reports: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """The upload's summary over its files' reports (each an ``ImportReport.to_dict()``)."""
+    skipped: Counter[str] = Counter()
+    for report in reports:
+        skipped.update(report["skipped_by_reason"])
+    return {
+        "added": sum(r["added"] for r in reports),
+        "skipped": sum(skipped.values()),
+        "skipped_by_reason": dict(skipped),
+        "failed": sum(r["failed"] for r in reports),
+        "warnings": sum(len(r["warnings"]) for r in reports),
+        "undated": sum(r["undated"] for r in reports),
+        "files": list(reports),
+    }
