@@ -380,7 +380,7 @@ def test_a_merged_text_repeating_an_active_row_fails_its_group(
     memory, server, llm, engine_location
 ) -> None:
     pair = budget_pair(memory, second_author="Ana")  # one author: the merged row is "Ana"'s
-    other = add(memory, "office hiring", "Ana")
+    other = add(memory, "office hiring", "Ana", "2024-01-20")  # the merged row's date
     before = states(engine_location)
     label(server, "restatement")
     server.reply_json({"text": "office hiring"})
