@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from mempp import Memory, Settings, preset
+from mempp.filters import NO_FILTERS, Filters
 from mempp.query import lexical_query
 
 from conftest import KeywordEmbedder
@@ -32,12 +33,12 @@ def _wait_for_replica(memory: Memory) -> None:
         time.sleep(0.05)
 
 
-def _sql_ranking(memory: Memory, query, as_of, limit) -> list[int]:
+def _sql_ranking(memory: Memory, query, as_of, limit, filters=NO_FILTERS) -> list[int]:
     store = memory.store
     saved, store._bm25 = store._bm25, None
     saved_min, store.bm25_min_rows = store.bm25_min_rows, 10**9
     try:
-        return store.lexical(memory.scope, query, as_of, limit)
+        return store.lexical(memory.scope, query, as_of, limit, filters=filters)
     finally:
         store._bm25, store.bm25_min_rows = saved, saved_min
 
@@ -81,6 +82,10 @@ def test_replica_equals_fts5_on_random_corpus(db_path, settings) -> None:
             assert fast is not None, query
             assert fast == _sql_ranking(memory, query, as_of, limit), (question, as_of, limit)
             assert not set(fast) & set(archived)
+            # with filters the replica masks the ranking by the eligible ids: same as FTS5
+            where = Filters.create(author=f"a{trial % 5}", since="2024-03-01")
+            fast = memory.store._lexical_in_ram(memory.scope, query, as_of, limit, where)
+            assert fast == _sql_ranking(memory, query, as_of, limit, where), (question, where)
             checked += 1
         assert checked > 40
         newest = memory.store._conn.execute("SELECT max(id) FROM records").fetchone()[0]

@@ -1519,7 +1519,7 @@ def test_small_k_keeps_the_best_rows_and_the_reserve_prefers_dated_rows(
         # the paper's rule: with k <= 3 every row is a recency slot, the newest ingest first
         assert ids(memory.search("budget", k=1, settings="paper")) == [undated[-1]]
         assert ids(memory.search("budget", k=1)) == [best]  # the default's scaled reserve
-        lexical = Settings(w_tag=0, w_vec=0, k=4, reserve=2)
+        lexical = Settings(w_tag=0, w_vec=0, k=4, reserve=2, lexical_rank="bm25")
         head_and_slots = memory.search("budget", k=4, settings=lexical)
         reserved = [h.id for h in head_and_slots if h.reserved]
         assert sorted(reserved) == sorted(undated)  # undated rows at their (late) ingest time

@@ -380,8 +380,9 @@ def test_a_merged_text_repeating_an_active_row_fails_its_group(
     memory, server, llm, engine_location
 ) -> None:
     pair = budget_pair(memory, second_author="Ana")  # one author: the merged row is "Ana"'s
-    # Close enough to the group's words to pass the grounding check, not close enough to join.
-    other = add(memory, "budget april office", "Ana")
+    # Close enough to the group's words to pass the grounding check, not close enough to join;
+    # dated like the merged row, so the dedupe key (author, text, date) sees a repeat.
+    other = add(memory, "budget april office", "Ana", "2024-01-20")
     before = states(engine_location)
     label(server, "restatement")
     server.reply_json({"text": "budget april office"})

@@ -476,6 +476,17 @@ def followers_in_order(rows: Sequence[Sequence[Any]]) -> dict[int, list[int]]:
     return {row: [follower for _, follower in sorted(pairs)] for row, pairs in found.items()}
 
 
+def first_reasons(rows: Sequence[Sequence[Any]], ids: Collection[int]) -> dict[int, str]:
+    """``(row, reason, priority)`` rows, priority ascending, into ``row -> reason`` (the first
+    reason of each row), leaving out ``ids`` themselves: what ``TimelineStore.linked`` returns."""
+    wanted = {int(i) for i in ids}
+    found: dict[int, str] = {}
+    for row, why, _ in rows:
+        if int(row) not in wanted:
+            found.setdefault(int(row), why)
+    return found
+
+
 def check_undoable(run: RunInfo) -> None:
     if run.settings.get("operation") == "redact":
         raise InvalidInput(f"run {run.id} erased records; an erasure cannot be undone")

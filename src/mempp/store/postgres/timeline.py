@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Collection
 
+from mempp.store.base import first_reasons
 from mempp.store.postgres.records import _RecordsMixin
 
 
@@ -31,12 +32,7 @@ class _TimelineMixin(_RecordsMixin):
                     ORDER BY 3""",
                 params,
             ).fetchall()
-        wanted = {int(i) for i in ids}
-        found: dict[int, str] = {}
-        for row, why, _ in rows:
-            if row not in wanted:
-                found.setdefault(row, why)
-        return found
+        return first_reasons(rows, ids)
 
     def entered(
         self,

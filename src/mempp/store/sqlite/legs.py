@@ -167,7 +167,12 @@ class _LegsMixin(_RecordsMixin):
         )
 
     def _lexical_in_ram(
-        self, scope: str, query: LexicalQuery, as_of: int | None, limit: int, filters: Filters
+        self,
+        scope: str,
+        query: LexicalQuery,
+        as_of: int | None,
+        limit: int,
+        filters: Filters = NO_FILTERS,
     ) -> list[int] | None:
         """The same ranking from the in-RAM bm25 replica, or None where it cannot serve.
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from collections.abc import Collection
 
+from mempp.store.base import first_reasons
 from mempp.store.sqlite.records import _RecordsMixin
 
 
@@ -33,12 +34,7 @@ class _TimelineMixin(_RecordsMixin):
                     ORDER BY 3""",
                 params,
             ).fetchall()
-        wanted = {int(i) for i in ids}
-        found: dict[int, str] = {}
-        for row, why, _ in rows:
-            if row not in wanted:
-                found.setdefault(row, why)
-        return found
+        return first_reasons(rows, ids)
 
     def entered(
         self,
