@@ -159,3 +159,25 @@ def test_replica_is_saved_beside_the_file_and_reused_while_it_matches(db_path, m
         memory.store.bm25_min_rows = 0
         _wait_for_replica(memory)
         assert built == [1, 1] and memory.store._bm25.rows == 150
+
+
+def test_an_erasure_drops_the_saved_replica_and_the_rebuilt_one_ranks_like_fts5(db_path) -> None:
+    from mempp.store.sqlite import legs
+
+    rng = random.Random(5)
+    docs = [" ".join(rng.choice(WORDS) for _ in range(rng.randint(3, 30))) for _ in range(200)]
+    saved = Path(f"{db_path}{legs.BM25_FILE_SUFFIX}")
+    secret = "zq9xkv7w"  # no stemmer changes it, so the replica's terms would hold it as is
+    with Memory(db_path, embedder=KeywordEmbedder(["budget"])) as memory:
+        memory.add_many(docs)
+        gone = memory.add(f"budget plan {secret}").id
+        memory.store.bm25_min_rows = 0
+        _wait_for_replica(memory)
+        assert saved.exists() and secret.encode() in saved.read_bytes()
+        memory.redact(gone, reason="erasure")
+        assert not saved.exists()
+        _wait_for_replica(memory)  # rebuilt from FTS5, which no longer holds the row
+        query = lexical_query("budget plan review", Settings(lexical_mode="disjunctive"))
+        assert _ranked(memory, "budget plan review") == _sql_ranking(memory, query, None, 50)
+        assert gone not in (_ranked(memory, f"budget {secret}") or [])
+    assert saved.exists() and secret.encode() not in saved.read_bytes()

@@ -97,6 +97,7 @@ class _ErasureMixin(_ChangeLogMixin):
         with self._lock:
             self._index = None  # the in-RAM vectors are reloaded without the erased ones
             self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        self._forget_bm25()
         return run_id, erased
 
     @staticmethod

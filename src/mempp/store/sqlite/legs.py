@@ -21,7 +21,12 @@ from mempp.query import LexicalQuery, storable_query
 from mempp.store.base import followers_in_order
 from mempp.store.filter_sql import filter_condition
 from mempp.store.sqlite.records import _RecordsMixin
-from mempp.store.sqlite.schema import BUSY_TIMEOUT_S, FTS_TOKENIZE, _ClosedConnection
+from mempp.store.sqlite.schema import (
+    BM25_FILE_SUFFIX,
+    BUSY_TIMEOUT_S,
+    FTS_TOKENIZE,
+    _ClosedConnection,
+)
 from mempp.vectors import ExactVectorIndex
 
 
@@ -59,15 +64,19 @@ def _quoted(term: str) -> str:
 # The BM25 replica is saved beside the database as <file>-bm25.npz and loaded next time if it
 # still describes the file; it is rebuilt once the rows added since outnumber an eighth of it
 # (they are tokenised one by one at catch-up, the build reads FTS5's postings in bulk).
-BM25_FILE_SUFFIX = "-bm25.npz"
 _BM25_STALE_SHARE = 8
 
 
 def _fingerprint(conn: sqlite3.Connection, max_id: int) -> str | None:
     """What a saved replica covers: its newest id and that row's text hash (ids are never
     reused in one file, so another database at the same path will not match)."""
-    row = conn.execute("SELECT hex(text_hash) FROM records WHERE id = ?", (max_id,)).fetchone()
-    return None if row is None else f"{max_id}:{row[0]}"
+    row = conn.execute(
+        """SELECT hex(text_hash), (SELECT count(*) FROM redactions)
+           FROM records WHERE id = ?""",
+        (max_id,),
+    ).fetchone()
+    # An erasure takes a row out of the full-text index: a replica saved before it is stale.
+    return None if row is None else f"{max_id}:{row[0]}:{row[1]}"
 
 
 def _bm25_from_fts5(conn: sqlite3.Connection) -> Bm25Index:
@@ -77,7 +86,11 @@ def _bm25_from_fts5(conn: sqlite3.Connection) -> Bm25Index:
     )
     conn.execute("BEGIN")  # one snapshot for postings and row counts
     try:
-        max_id, rows = conn.execute("SELECT coalesce(max(id), 0), count(*) FROM records").fetchone()
+        # Redacted rows left the full-text index: FTS5 counts the others only.
+        max_id, rows = conn.execute(
+            """SELECT coalesce(max(id), 0), count(*) - (SELECT count(*) FROM redactions)
+               FROM records"""
+        ).fetchone()
         grouped = conn.execute(
             "SELECT term, group_concat(doc) FROM temp.mempp_postings GROUP BY term"
         )

@@ -7,6 +7,7 @@ Every concern of the engine (records, legs, change log, graph) is a mixin over
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sqlite3
 import threading
@@ -29,6 +30,8 @@ FTS_TOKENIZE = "porter unicode61 remove_diacritics 2"
 # Below this many records FTS5 ranks an OR query in a few ms; above it, the exact in-RAM
 # replica of its bm25() (mempp.bm25) is built in the background and used once ready.
 BM25_RAM_MIN_ROWS = 20_000
+# The BM25 replica is saved beside the database as <file>-bm25.npz (mempp.store.sqlite.legs).
+BM25_FILE_SUFFIX = "-bm25.npz"
 
 # The columns of a record's content (what the triggers freeze), and "a redaction of row
 # {row} is under way in this transaction" (the one path that may change them).
@@ -453,6 +456,19 @@ class _SQLiteBase:
             conn.execute("ROLLBACK")
             raise
         conn.execute("COMMIT")
+
+    def _forget_bm25(self) -> None:
+        """Drop the BM25 replica, in RAM and beside the file, after an erasure (it holds the
+        erased terms and FTS5's old counts); the next large search builds it afresh. A build
+        under way is waited for first, so it cannot bring the old postings back."""
+        building = self._bm25_thread
+        if building is not None:
+            building.join()
+        with self._lock:
+            self._bm25 = self._bm25_built = None
+            self._bm25_thread = None
+        with contextlib.suppress(FileNotFoundError):
+            Path(f"{self.location}{BM25_FILE_SUFFIX}").unlink()
 
     def close(self) -> None:
         with self._lock:
