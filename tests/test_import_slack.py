@@ -243,7 +243,8 @@ def test_dry_run_writes_nothing(tmp_path) -> None:
     report = run_import(None, get("slack"), export, dry_run=True)
     assert report.dry_run and report.added == 9 and report.failed == 4
     with Memory(tmp_path / "m.db", embedder=KeywordEmbedder()) as memory:
-        memory.add("Team plan is $15", author="Bo")
+        # the same author, text and moment as the export's message: the write path's dedupe key
+        memory.add("Team plan is $15", author="Bo", date="2024-03-13T09:00:00.000500+00:00")
         report = run_import(memory, get("slack"), export, dry_run=True)
         assert report.added == 8 and report.skipped["duplicate"] == 1 and len(memory) == 1
     with pytest.raises(InvalidInput, match="unless dry_run"):

@@ -900,11 +900,12 @@ def _scenario(location: str, embedder: KeywordEmbedder, server: FakeOpenAI, llm)
         server.reply_json({"text": "Budget in April."})
         last = consolidate(memory, llm)
         pending = memory.store.pending_extraction(memory.scope, None)
-        for record_id in pending:
-            server.reply_json(triples(("Helix", "row", f"R{record_id}")))
+        for record_id in pending:  # triples of the row's own words: grounded in it
+            words = memory.get(record_id).text.lower().rstrip(".").split()
+            server.reply_json(triples((words[0], "row", words[-1])))
         extracted = extract(memory, llm)
-        server.reply_json({"entities": ["Helix"]})
-        facts = related_facts(memory, "Helix?", llm=llm, as_of="2024-02-15")
+        server.reply_json({"entities": ["launch"]})
+        facts = related_facts(memory, "launch?", llm=llm, as_of="2024-02-15")
         runs = [{**r.to_dict(), "started_at": None, "finished_at": None} for r in history(memory)]
         log = {
             r["id"]: (

@@ -67,8 +67,8 @@ async def exercise(client: Client) -> None:
     later = structured(await client.call_tool("remember", {
         "text": "The launch moves to Monday.", "author": "Bo", "date": "2024-04-02",
     }))
-    again = structured(await client.call_tool("remember", {
-        "text": "The launch moves to Monday.", "author": "Bo",
+    again = structured(await client.call_tool("remember", {  # same author, text and date
+        "text": "The launch moves to Monday.", "author": "Bo", "date": "2024-04-02",
     }))
     assert again == {"id": None, "skipped": "duplicate"}
 
