@@ -77,7 +77,8 @@ def test_add_get_search_evidence_round_trip(served: Served) -> None:
     second = add(c, "The launch moves to Monday.", author="Bo", date="2024-04-02", thread="t1",
                  metadata={"channel": "C42", "ts": "1712000000.1"})
     assert c.post("/v1/records", json={"text": "   "}).json() == {"id": None, "skipped": "empty"}
-    again = c.post("/v1/records", json={"text": "The launch moves to Monday.", "author": "Bo"})
+    again = c.post("/v1/records", json={"text": "The launch moves to Monday.", "author": "Bo",
+                                        "date": "2024-04-02"})
     assert again.json() == {"id": None, "skipped": "duplicate"}
 
     record = c.get(f"/v1/records/{first}").json()

@@ -68,7 +68,7 @@ async def exercise(client: Client) -> None:
         "text": "The launch moves to Monday.", "author": "Bo", "date": "2024-04-02",
     }))
     again = structured(await client.call_tool("remember", {
-        "text": "The launch moves to Monday.", "author": "Bo",
+        "text": "The launch moves to Monday.", "author": "Bo", "date": "2024-04-02",
     }))
     assert again == {"id": None, "skipped": "duplicate"}
 
