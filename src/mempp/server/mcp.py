@@ -142,9 +142,12 @@ def build_mcp(state: ServerState, principal: Callable[[Context], Principal]) -> 
         source: Source = None,
     ) -> dict[str, Any]:
         memory = memory_for(ctx, "read")
-        scope = {"known_at": known_at, "since": since, "author": author, "tags": tags,
-                 "thread": thread, "source": source}
-        hits = _library(lambda: memory.search(query, as_of=as_of, k=k, **scope))
+        hits = _library(
+            lambda: memory.search(
+                query, as_of=as_of, k=k, known_at=known_at, since=since, author=author,
+                tags=tags, thread=thread, source=source,
+            )
+        )
         return {"hits": [_hit(hit.to_dict()) for hit in hits]}
 
     @server.tool(
@@ -172,10 +175,11 @@ def build_mcp(state: ServerState, principal: Callable[[Context], Principal]) -> 
         source: Source = None,
     ) -> str:
         memory = memory_for(ctx, "read")
-        scope = {"known_at": known_at, "since": since, "author": author, "tags": tags,
-                 "thread": thread, "source": source}
         block = _library(
-            lambda: memory.evidence(query, as_of=as_of, k=k, budget=budget, **scope)
+            lambda: memory.evidence(
+                query, as_of=as_of, k=k, budget=budget, known_at=known_at, since=since,
+                author=author, tags=tags, thread=thread, source=source,
+            )
         )
         return block.text or "(no matching records)"
 
