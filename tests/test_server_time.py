@@ -408,3 +408,14 @@ def test_mcp_history_stays_in_the_keys_scope(tenants: Tenants) -> None:
             assert found.structured_content == {"entries": []}
 
     anyio.run(main)
+
+
+def test_undo_after_a_later_change_is_a_409_and_changes_nothing(served: Served) -> None:
+    c, (first, second, *_rest) = served.client, served.ids
+    run = c.post(f"/v1/records/{first}/supersede", json={"by": second, "reason": "moved"})
+    c.post(f"/v1/records/{first}/archive", json={"reason": "later"})
+    before = served.states()
+    conflict = c.post(f"/v1/runs/{run.json()['run_id']}/undo")
+    assert conflict.status_code == 409, conflict.text
+    assert "changed again" in conflict.json()["detail"]
+    assert served.states() == before
