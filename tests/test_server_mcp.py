@@ -28,7 +28,7 @@ from fake_openai import FakeOpenAI, fast_client
 from serving import live_server
 
 MEMPP = str(Path(sys.executable).with_name("mempp"))
-TOOLS = {"remember", "search_memory", "get_evidence", "get_record"}
+TOOLS = {"remember", "search_memory", "get_evidence", "get_record", "memory_history"}
 
 
 def http_client(url: str, token: str | None = None) -> Client:

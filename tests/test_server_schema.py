@@ -60,7 +60,9 @@ def test_every_operation_conforms_and_never_5xx(tmp_path: Path, mode: Generation
                     raise
                 without_input.add(operation.label)  # nothing to make invalid
         # Any bytes are an upload (bad lines are reported one by one), so ingest is here too.
-        assert without_input <= {"GET /healthz", "GET /readyz", "GET /v1/info", "POST /v1/ingest"}
+        assert without_input <= {
+            "GET /healthz", "GET /readyz", "GET /v1/info", "GET /v1/corrections", "POST /v1/ingest"
+        }
 
 
 def check_operation(operation, mode: GenerationMode) -> None:  # type: ignore[no-untyped-def]

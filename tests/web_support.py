@@ -14,7 +14,7 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import uvicorn
@@ -25,9 +25,7 @@ from mempp.llm import LLMClient
 from mempp.server import keys
 from mempp.server.app import create_app
 from mempp.server.state import ServerState
-from mempp.store import Store, open_store
-from mempp.store.base import ApiKey, GroupOutcome, StateChange
-from mempp.store.sqlite import SQLiteStore
+from mempp.store.base import GroupOutcome, StateChange
 
 from conftest import KeywordEmbedder
 
@@ -83,52 +81,13 @@ def fill(db: Path) -> dict[str, int]:
     }
 
 
-class _KeysInRAM(SQLiteStore):
-    """The SQLite store with API keys kept in RAM, used only while the engine keeps none of
-    its own (keys in SQLite come with the store split): ``mempp.server.keys`` makes, hashes,
-    checks and revokes them exactly as it will on disk."""
-
-    def __init__(self, path: str) -> None:
-        super().__init__(path)
-        self._keys: dict[str, tuple[ApiKey, bytes]] = {}
-
-    def add_key(self, key: ApiKey, secret_hash: bytes) -> None:
-        self._keys[key.key_id] = (key, secret_hash)
-
-    def api_key(self, key_id: str) -> tuple[ApiKey, bytes] | None:
-        return self._keys.get(key_id)
-
-    def api_keys(self, scope: str | None = None) -> list[ApiKey]:
-        return [k for k, _ in self._keys.values() if scope is None or k.scope == scope]
-
-    def revoke_key(self, key_id: str, revoked_at: str) -> ApiKey | None:
-        if key_id not in self._keys:
-            return None
-        key, digest = self._keys[key_id]
-        key = replace(key, revoked_at=key.revoked_at or revoked_at)
-        self._keys[key_id] = (key, digest)
-        return key
-
-    def key_count(self) -> int:
-        return len(self._keys)
-
-
-def _store_with_keys(db: Path) -> Store:
-    store = open_store(str(db))
-    if keys.supports_keys(store):
-        return store
-    store.close()
-    return _KeysInRAM(str(db))
-
-
 @contextmanager
 def running_server(
     tmp: Path, *, with_keys: bool = True, llm: LLMClient | None = None
 ) -> Iterator[Served]:
     db = tmp / "web.db"
     ids = fill(db)
-    store = _store_with_keys(db) if with_keys else open_store(str(db))
-    state = ServerState(store, host="127.0.0.1", embedder=KeywordEmbedder(WORDS), llm=llm)
+    state = ServerState(str(db), host="127.0.0.1", embedder=KeywordEmbedder(WORDS), llm=llm)
     tokens: dict[str, str] = {}
     if with_keys:
         for name, scope, role in [

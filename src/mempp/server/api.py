@@ -8,11 +8,20 @@
 | ``POST /v1/search`` | ``Memory.search`` |
 | ``POST /v1/evidence`` | ``Memory.evidence`` |
 | ``POST /v1/ask`` | ``Memory.ask`` (503 unless an LLM endpoint is configured) |
+| ``POST /v1/history`` | ``Memory.history`` |
+| ``POST /v1/changes`` | ``Memory.changes`` |
+| ``GET /v1/corrections`` | ``Memory.corrections`` |
+| ``POST /v1/records/{id}/supersede`` | ``Memory.supersede`` (role admin) |
+| ``POST /v1/records/{id}/archive`` | ``Memory.archive`` (role admin) |
+| ``POST /v1/records/{id}/redact`` | ``Memory.redact`` (role admin) |
+| ``POST /v1/runs/{id}/undo`` | ``Memory.undo`` (role admin) |
 | ``GET /v1/info`` | ``mempp info`` |
 | ``GET /v1/export`` | ``Memory.records`` as JSON Lines (``mempp export``) |
 | ``POST /v1/ingest`` | ``mempp ingest`` of an uploaded JSON Lines body |
 
-Every route acts on the scope of the request's key and nothing else. Routes are plain
+Every route acts on the scope of the request's key and nothing else. A correction is
+attributed to the calling key (its id, or ``local`` on a keyless loopback server), never to a
+name the body gives. Routes are plain
 ``def`` functions, so FastAPI runs them in its thread pool, off the event loop; the ingest
 upload is read asynchronously and written a batch at a time in that pool.
 """
@@ -28,6 +37,7 @@ from fastapi.responses import StreamingResponse
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import ClientDisconnect
 
+from mempp.consolidate import history as runs_of
 from mempp.export import record_line
 from mempp.memory import Memory
 from mempp.packing import PackingOptions
@@ -35,19 +45,29 @@ from mempp.server import ingest as upload
 from mempp.server.problems import Problem, problem_responses
 from mempp.server.schemas import (
     MAX_BATCH,
+    MAX_ID,
     AddManyOut,
     AddOut,
     AnswerOut,
     AskIn,
+    ChangesIn,
+    ChangesOut,
+    CorrectionIn,
+    CorrectionOut,
+    CorrectionsOut,
     DocumentIn,
     DocumentsIn,
     EvidenceIn,
     EvidenceOut,
+    HistoryIn,
+    HistoryOut,
     InfoOut,
     IngestOut,
     RecordOut,
     SearchIn,
     SearchOut,
+    SupersedeIn,
+    UndoOut,
 )
 from mempp.server.state import Principal, require, state_of
 
@@ -57,6 +77,8 @@ router = APIRouter(prefix="/v1", responses=problem_responses(400, 401, 403, 413,
 
 Reader = Annotated[Principal, Depends(require("read"))]
 Writer = Annotated[Principal, Depends(require("write"))]
+Admin = Annotated[Principal, Depends(require("admin"))]
+RecordId = Annotated[int, Path(ge=1, le=MAX_ID, description="The record id.")]
 
 
 def _memory(request: Request, principal: Principal) -> Memory:
@@ -69,7 +91,7 @@ def _memory(request: Request, principal: Principal) -> Memory:
     summary="Store one document",
     description="Stores the document whole with its date and author (no LLM is called). "
     "Returns its new id, or why it was skipped: empty text, or the same text by the same "
-    "author already active in this scope.",
+    "author on the same event date already active in this scope.",
 )
 def add_record(document: DocumentIn, request: Request, principal: Writer) -> AddOut:
     fields = document.as_mapping()
@@ -97,7 +119,7 @@ def add_records(batch: DocumentsIn, request: Request, principal: Writer) -> AddM
     responses=problem_responses(404),
 )
 def get_record(
-    record_id: Annotated[int, Path(ge=1, le=2**63 - 1, description="The record id.")],
+    record_id: RecordId,
     request: Request,
     principal: Reader,
 ) -> RecordOut:
@@ -116,7 +138,7 @@ def get_records(
     request: Request,
     principal: Reader,
     id: Annotated[
-        list[Annotated[int, Query(ge=1, le=2**63 - 1)]],
+        list[Annotated[int, Query(ge=1, le=MAX_ID)]],
         Query(min_length=1, max_length=MAX_BATCH, description="Record ids: ?id=1&id=2."),
     ],
 ) -> list[RecordOut]:
@@ -128,13 +150,14 @@ def get_records(
     "/search",
     response_model=SearchOut,
     summary="Ranked records for a query",
-    description="The read path: the as-of scope first, then lexical, tag and vector rankings "
+    description="The read path: the as-of scope and the filters (known_at, since, author, "
+    "tags, thread, source) first, then lexical, tag and vector rankings "
     "fused by weighted reciprocal rank fusion, the date leg, thread context and recency "
     "slots. Best first; every hit is dated and attributed and names its record id.",
 )
 def search(body: SearchIn, request: Request, principal: Reader) -> SearchOut:
     hits = _memory(request, principal).search(
-        body.query, as_of=body.as_of, k=body.k, settings=body.preset
+        body.query, as_of=body.as_of, k=body.k, settings=body.preset, **body.filter_args()
     )
     return SearchOut.model_validate({"hits": [hit.to_dict() for hit in hits]})
 
@@ -155,6 +178,7 @@ def evidence(body: EvidenceIn, request: Request, principal: Reader) -> EvidenceO
         style=body.style,
         settings=body.preset,
         packing=body.packing(),
+        **body.filter_args(),
     )
     return EvidenceOut.model_validate(block.to_dict())
 
@@ -183,8 +207,142 @@ def ask(body: AskIn, request: Request, principal: Reader) -> AnswerOut:
         llm=llm,
         budget=body.budget,
         packing=PackingOptions() if body.pack else None,
+        **body.filter_args(),
     )
     return AnswerOut(**answer.to_dict())
+
+
+@router.post(
+    "/history",
+    response_model=HistoryOut,
+    summary="The timeline of one subject",
+    description="The records about one subject (a record id, or the best hit of a query), "
+    "oldest event first: the subject, its thread, the records it supersedes or that "
+    "supersede it (any state, tombstones included), and the records the legs rank close to "
+    "it. Each with its date, author, state and what superseded it. 404 for an id this scope "
+    "does not have.",
+    responses=problem_responses(404),
+)
+def history(body: HistoryIn, request: Request, principal: Reader) -> HistoryOut:
+    entries = _memory(request, principal).history(
+        body.query, record_id=body.record_id, as_of=body.as_of, limit=body.limit
+    )
+    return HistoryOut.model_validate({"entries": [entry.to_dict() for entry in entries]})
+
+
+@router.post(
+    "/changes",
+    response_model=ChangesOut,
+    summary="What changed between two dates",
+    description="The records dated between since and until (and ingested between "
+    "known_since and known_until when given), the records they supersede, and the "
+    "archivals and erasures logged in the window.",
+)
+def changes(body: ChangesIn, request: Request, principal: Reader) -> ChangesOut:
+    found = _memory(request, principal).changes(
+        body.since,
+        body.until,
+        query=body.query,
+        known_since=body.known_since,
+        known_until=body.known_until,
+        limit=body.limit,
+    )
+    return ChangesOut.model_validate(found.to_dict())
+
+
+@router.get(
+    "/corrections",
+    response_model=CorrectionsOut,
+    summary="Every manual correction of this scope",
+    description="Supersessions, archivals and erasures, oldest first, each with its run id, "
+    "the key that made it, when and why (undone ones too).",
+)
+def corrections(request: Request, principal: Reader) -> CorrectionsOut:
+    listed = _memory(request, principal).corrections()
+    return CorrectionsOut.model_validate({"corrections": [c.to_dict() for c in listed]})
+
+
+CORRECTION_ERRORS = problem_responses(404, 409)
+
+
+@router.post(
+    "/records/{record_id}/supersede",
+    response_model=CorrectionOut,
+    summary="Record that another record supersedes this one",
+    description="Links the record to its successor 'by' in the change log (both stay "
+    "searchable; the history shows the link), attributed to the calling key. Role admin. "
+    "404 when this scope lacks either id; 422 for a record superseding itself, a redacted "
+    "record on either side, a cycle or a link that already holds. Undo with "
+    "POST /v1/runs/{run_id}/undo.",
+    responses=CORRECTION_ERRORS,
+)
+def supersede(
+    record_id: RecordId, body: SupersedeIn, request: Request, principal: Admin
+) -> CorrectionOut:
+    if body.by == record_id:
+        raise Problem(422, f"record {record_id} cannot supersede itself", field="by")
+    done = _memory(request, principal).supersede(
+        record_id, by=body.by, reason=body.reason, actor=principal.key_id
+    )
+    return CorrectionOut.model_validate(done.to_dict())
+
+
+@router.post(
+    "/records/{record_id}/archive",
+    response_model=CorrectionOut,
+    summary="Take a record out of every search",
+    description="The record stays in the store, the history and the export; searches leave "
+    "it out. Logged with the calling key; role admin; undoable. 404 for an id this scope "
+    "does not have; 422 when it is already archived or redacted.",
+    responses=CORRECTION_ERRORS,
+)
+def archive(
+    record_id: RecordId, body: CorrectionIn, request: Request, principal: Admin
+) -> CorrectionOut:
+    done = _memory(request, principal).archive(
+        record_id, reason=body.reason, actor=principal.key_id
+    )
+    return CorrectionOut.model_validate(done.to_dict())
+
+
+@router.post(
+    "/records/{record_id}/redact",
+    response_model=CorrectionOut,
+    summary="Erase a record for good (a legal erasure request)",
+    description="Its text, vector, full-text and tag entries and everything derived from it "
+    "are erased; a tombstone (id, dates, state 'redacted', when, why, which key) remains. "
+    "Role admin. Cannot be undone. 404 for an id this scope does not have; 422 when it is "
+    "already redacted.",
+    responses=CORRECTION_ERRORS,
+)
+def redact(
+    record_id: RecordId, body: CorrectionIn, request: Request, principal: Admin
+) -> CorrectionOut:
+    done = _memory(request, principal).redact(
+        record_id, reason=body.reason, actor=principal.key_id
+    )
+    return CorrectionOut.model_validate(done.to_dict())
+
+
+@router.post(
+    "/runs/{run_id}/undo",
+    response_model=UndoOut,
+    summary="Undo a correction or a consolidation run",
+    description="Restores every state the run changed and archives the merged rows it "
+    "wrote, all or nothing, logged as a run of its own. Role admin. 404 for a run this scope "
+    "does not have; 422 for an erasure, a dry run, an undo or a run already undone; 409 "
+    "when its rows changed again since (undo the later runs first).",
+    responses=CORRECTION_ERRORS,
+)
+def undo(
+    run_id: Annotated[int, Path(ge=1, le=MAX_ID, description="The run id.")],
+    request: Request,
+    principal: Admin,
+) -> UndoOut:
+    memory = _memory(request, principal)
+    if run_id not in {run.id for run in runs_of(memory)}:  # the store's own error is a 422
+        raise Problem(404, f"no run {run_id} in scope {memory.scope!r}")
+    return UndoOut.model_validate(memory.undo(run_id).to_dict())
 
 
 @router.get(

@@ -1,9 +1,13 @@
 """The MCP tools: the same memory for any MCP host, over stdio or streamable HTTP (``/mcp``).
 
-Tools: ``remember``, ``search_memory``, ``get_evidence``, ``get_record``, and ``ask_memory``
-when an LLM endpoint is configured. Each acts on one principal's scope: over HTTP the
-request's API key (checked by :class:`AuthenticatedMCP` before the SDK sees the request);
-over stdio the scope the process was started with (whoever can start it can read the file).
+Tools: ``remember``, ``search_memory``, ``get_evidence``, ``get_record``, ``memory_history``,
+and ``ask_memory`` when an LLM endpoint is configured. There is deliberately no tool that
+supersedes, archives or erases: an agent can add to the record, never take from it (those
+corrections are HTTP routes for admin keys and CLI commands).
+
+Each tool acts on one principal's scope: over HTTP the request's API key (checked by
+:class:`AuthenticatedMCP` before the SDK sees the request); over stdio the scope the process
+was started with (whoever can start it can read the file).
 The SDK runs these plain functions in worker threads, off the event loop.
 """
 
@@ -23,7 +27,15 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from mempp.errors import MemppError
 from mempp.server.problems import Problem, problem_from_error, problem_response
-from mempp.server.schemas import AS_OF_HELP, MAX_BUDGET, MAX_K, MAX_LABEL_CHARS, MAX_QUERY_CHARS
+from mempp.server.schemas import (
+    AS_OF_HELP,
+    MAX_BUDGET,
+    MAX_ID,
+    MAX_K,
+    MAX_LABEL_CHARS,
+    MAX_QUERY_CHARS,
+    MAX_TAGS,
+)
 from mempp.server.state import Principal, Role, ServerState, check_role, is_loopback, principal_of
 
 PRINCIPAL_KEY = "mempp.principal"  # where AuthenticatedMCP leaves the principal in the scope
@@ -40,6 +52,29 @@ remember, giving their date and author."""
 Query = Annotated[str, Field(min_length=1, max_length=MAX_QUERY_CHARS, description="The question.")]
 AsOf = Annotated[str | None, Field(description=AS_OF_HELP)]
 Label = Annotated[str | None, Field(max_length=MAX_LABEL_CHARS)]
+KnownAt = Annotated[
+    str | None,
+    Field(
+        description="Only records the memory had received by this date (YYYY-MM-DD or a "
+        "datetime): 'what did we know on D'. Use it to reconstruct what an earlier decision "
+        "could have been based on; as_of bounds when things happened, known_at when they "
+        "were recorded."
+    ),
+]
+Since = Annotated[
+    str | None,
+    Field(description="Only records dated on or after this date (YYYY-MM-DD); with as_of, "
+          "a window such as one quarter."),
+]
+Author = Annotated[Label, Field(description="Only records by this author, exactly as stored.")]
+Tags = Annotated[
+    list[Annotated[str, Field(max_length=MAX_LABEL_CHARS)]] | None,
+    Field(max_length=MAX_TAGS, description="Only records with any of these tags."),
+]
+Thread = Annotated[Label, Field(description="Only records of this thread or ticket, exactly.")]
+Source = Annotated[
+    Label, Field(description="Only records whose source starts with this (e.g. 'slack:').")
+]
 
 _READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, open_world_hint=False)
 
@@ -61,8 +96,8 @@ def build_mcp(state: ServerState, principal: Callable[[Context], Principal]) -> 
     @server.tool(
         description="Store one document in the organization's memory, whole, with its date and "
         "author. Returns the new record id, or why it was skipped (empty, or the same text by "
-        "the same author already stored). Nothing stored is ever edited: to record a change, "
-        "remember the new version with its own date."
+        "the same author on the same date already stored). Nothing stored is ever edited: to "
+        "record a change, remember the new version with its own date."
     )
     def remember(
         ctx: Context,
@@ -90,7 +125,8 @@ def build_mcp(state: ServerState, principal: Callable[[Context], Principal]) -> 
         "(YYYY-MM-DD) when the question is about a past moment ('what was the plan in "
         "March 2024?') so that later revisions are left out; omit it for the present. When "
         "records on one point disagree, the most recently dated one is in force. Cite the "
-        "records you use as 'record N'.",
+        "records you use as 'record N'. The filters (known_at, since, author, tags, thread, "
+        "source) narrow the records before ranking; use them when the question names one.",
         annotations=_READ_ONLY,
     )
     def search_memory(
@@ -98,9 +134,20 @@ def build_mcp(state: ServerState, principal: Callable[[Context], Principal]) -> 
         query: Query,
         as_of: AsOf = None,
         k: Annotated[int, Field(ge=1, le=MAX_K, description="How many records.")] = 10,
+        known_at: KnownAt = None,
+        since: Since = None,
+        author: Author = None,
+        tags: Tags = None,
+        thread: Thread = None,
+        source: Source = None,
     ) -> dict[str, Any]:
         memory = memory_for(ctx, "read")
-        hits = _library(lambda: memory.search(query, as_of=as_of, k=k))
+        hits = _library(
+            lambda: memory.search(
+                query, as_of=as_of, k=k, known_at=known_at, since=since, author=author,
+                tags=tags, thread=thread, source=source,
+            )
+        )
         return {"hits": [_hit(hit.to_dict()) for hit in hits]}
 
     @server.tool(
@@ -108,7 +155,8 @@ def build_mcp(state: ServerState, principal: Callable[[Context], Principal]) -> 
         "one after another, each under a header '[i] date | author | record N', within a "
         "character budget, ready to answer from. Pass as_of (YYYY-MM-DD) for a question about "
         "a past moment. Answer from the block only, cite the records you use as 'record N', "
-        "and when records disagree follow the most recently dated one.",
+        "and when records disagree follow the most recently dated one. The filters are those of "
+        "search_memory.",
         annotations=_READ_ONLY,
     )
     def get_evidence(
@@ -119,9 +167,20 @@ def build_mcp(state: ServerState, principal: Callable[[Context], Principal]) -> 
             int, Field(ge=1, le=MAX_BUDGET, description="Most characters of evidence.")
         ] = 8000,
         k: Annotated[int, Field(ge=1, le=MAX_K, description="Most records shown.")] = 20,
+        known_at: KnownAt = None,
+        since: Since = None,
+        author: Author = None,
+        tags: Tags = None,
+        thread: Thread = None,
+        source: Source = None,
     ) -> str:
         memory = memory_for(ctx, "read")
-        block = _library(lambda: memory.evidence(query, as_of=as_of, k=k, budget=budget))
+        block = _library(
+            lambda: memory.evidence(
+                query, as_of=as_of, k=k, budget=budget, known_at=known_at, since=since,
+                author=author, tags=tags, thread=thread, source=source,
+            )
+        )
         return block.text or "(no matching records)"
 
     @server.tool(
@@ -131,10 +190,41 @@ def build_mcp(state: ServerState, principal: Callable[[Context], Principal]) -> 
     )
     def get_record(
         ctx: Context,
-        id: Annotated[int, Field(ge=1, le=2**63 - 1, description="The record id.")],
+        id: Annotated[int, Field(ge=1, le=MAX_ID, description="The record id.")],
     ) -> dict[str, Any]:
         memory = memory_for(ctx, "read")
         return _library(lambda: memory.get(id)).to_dict()
+
+    @server.tool(
+        description="How one subject (a decision, a plan, a figure) changed over time: the "
+        "records about it, oldest first, each with its date, author, state ('active', "
+        "'archived', or 'redacted' for an erased record's tombstone), why it belongs (same "
+        "thread, superseded, successor, neighbour) and which record superseded it. Use it "
+        "when asked how or when something changed, who changed it, or what held before; "
+        "give the record id you already have (from search_memory) or a query naming the "
+        "subject, and as_of to see the history as it stood on a date. The last active, "
+        "unsuperseded record is the one in force.",
+        annotations=_READ_ONLY,
+    )
+    def memory_history(
+        ctx: Context,
+        query: Annotated[
+            str | None,
+            Field(min_length=1, max_length=MAX_QUERY_CHARS, description="The subject, in words."),
+        ] = None,
+        record_id: Annotated[
+            int | None, Field(ge=1, le=MAX_ID, description="A record about the subject.")
+        ] = None,
+        as_of: Annotated[
+            str | None, Field(description="Only records dated up to this date (YYYY-MM-DD).")
+        ] = None,
+        limit: Annotated[int, Field(ge=1, le=MAX_K, description="Most records.")] = 20,
+    ) -> dict[str, Any]:
+        memory = memory_for(ctx, "read")
+        entries = _library(
+            lambda: memory.history(query, record_id=record_id, as_of=as_of, limit=limit)
+        )
+        return {"entries": [_entry(entry.to_dict()) for entry in entries]}
 
     if state.llm is not None:
         llm = state.llm
@@ -164,6 +254,11 @@ def _library(call: Callable[[], Any]) -> Any:
 def _hit(hit: dict[str, Any]) -> dict[str, Any]:
     keep = ("id", "date", "author", "thread", "tags", "source", "text", "rank", "state")
     return {key: hit[key] for key in keep}
+
+
+def _entry(entry: dict[str, Any]) -> dict[str, Any]:
+    keep = ("id", "date", "author", "thread", "text", "state", "superseded_by", "reasons")
+    return {key: entry[key] for key in keep}
 
 
 def fixed_principal(who: Principal) -> Callable[[Context], Principal]:

@@ -1,7 +1,8 @@
 """Errors as RFC 9457 problem documents (``application/problem+json``), never a traceback.
 
 The classes are the CLI's exit codes: bad input is 400 (a body that is not JSON) or 422 (a
-value the API cannot accept), a missing record 404, a store or model that cannot serve 503.
+value the API cannot accept), a missing record 404, a store or model that cannot serve 503;
+and 409 when a correction finds a row changed since it was read.
 Every document has ``type``, ``title``, ``status`` and ``detail``; ``field`` names the
 offending input (``records.3.date``, ``k``) when there is one, and ``errors`` lists every
 one of them when validation found several.
@@ -31,6 +32,7 @@ TITLES = {
     403: "Forbidden",
     404: "Not Found",
     405: "Method Not Allowed",
+    409: "Conflict",
     413: "Content Too Large",
     415: "Unsupported Media Type",
     422: "Unprocessable Content",
@@ -92,6 +94,7 @@ def problem_response(problem: Problem) -> JSONResponse:
 def problem_from_error(exc: MemppError) -> Problem:
     """The problem a library error becomes (the CLI's exit-code classes)."""
     from mempp.llm import LLMError
+    from mempp.store.base import StateConflict
 
     field = getattr(exc, "field", None)  # named by the validation boundary where it can
     if isinstance(exc, RecordNotFound):
@@ -100,6 +103,8 @@ def problem_from_error(exc: MemppError) -> Problem:
         return Problem(422, str(exc), field=field if isinstance(field, str) else None)
     if isinstance(exc, LLMError):  # the server has a model configured: it failed upstream
         return Problem(502, f"the language model failed: {exc}")
+    if isinstance(exc, StateConflict):  # a row changed meanwhile: retry after reading
+        return Problem(409, str(exc))
     if isinstance(exc, StoreError):
         return Problem(503, str(exc))
     return Problem(503, str(exc))  # any other deliberate error: operational, like exit 1

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 from mempp import validate
 from mempp.dates import parse_as_of, parse_event_date
-from mempp.errors import MemppError
+from mempp.errors import InvalidInput, MemppError
+from mempp.filters import Filters
 from mempp.packing import CAP, PASSAGE, THRESHOLD, WHOLE_FIRST, PackingOptions
 from mempp.settings import PRESETS
 
@@ -24,6 +25,8 @@ MAX_QUERY_CHARS = validate.MAX_QUERY_CHARS
 MAX_BATCH = 1000
 MAX_TAGS = 100
 MAX_LABEL_CHARS = validate.MAX_LABEL_BYTES  # author, thread, tag; the library counts bytes
+MAX_REASON_CHARS = 10_000
+MAX_ID = validate.MAX_ID
 
 _STRICT = ConfigDict(extra="forbid", strict=True)
 
@@ -124,7 +127,7 @@ class AddOut(BaseModel):
     id: int | None = Field(description="The new record's id, or null when skipped.")
     skipped: Literal["duplicate", "empty"] | None = Field(
         description="Why nothing was stored: 'empty' text, or a 'duplicate' of an active record "
-        "of the same author and text."
+        "of the same author, text and event date."
     )
 
 
@@ -132,15 +135,80 @@ class AddManyOut(BaseModel):
     results: list[AddOut] = Field(description="One result per document, in the order sent.")
 
 
-class SearchIn(BaseModel):
+def _library_filter(value: Any, info: ValidationInfo) -> Any:
+    """One filter field, judged by :meth:`Filters.create` (the library's one check)."""
+    if value is not None:
+        name = str(info.field_name)
+        try:
+            Filters.create(**{name: value})
+        except InvalidInput as exc:
+            raise ValueError(str(exc).removeprefix(f"{name}: ")) from None
+    return value
+
+
+class FiltersIn(BaseModel):
+    """The scope of a read: the as-of bound and the filters, all applied before ranking."""
+
     model_config = _STRICT
 
-    query: Query
     as_of: str | None = Field(None, description=AS_OF_HELP, json_schema_extra=DATE_FORM)
+    known_at: str | None = Field(
+        None,
+        json_schema_extra=DATE_FORM,
+        description="Only records the memory had received by this moment (ingest time; a "
+        "bare date includes that whole day): 'what did the memory hold on D'. Combines with "
+        "as_of.",
+    )
+    since: str | None = Field(
+        None,
+        json_schema_extra=DATE_FORM,
+        description="Only records dated from this moment on (a bare date starts at its first "
+        "moment); undated records drop out. With as_of, an event window; it may not start "
+        "after as_of.",
+    )
+    author: Label | None = Field(None, description="Only records by this author, exactly.")
+    tags: list[Label] | None = Field(
+        None,
+        max_length=MAX_TAGS,
+        description="Only records with these tags (normalised as stored; a record's author "
+        "counts as one of its tags); see tags_mode.",
+    )
+    tags_mode: Literal["any", "all"] = Field(
+        "any", description="'any': one of the tags suffices; 'all': every one is needed."
+    )
+    thread: Label | None = Field(None, description="Only records of this thread, exactly.")
+    source: Label | None = Field(
+        None, description="Only records whose source starts with this (e.g. 'slack:')."
+    )
+
+    _as_of = field_validator("as_of")(_check_as_of)
+    _filters = field_validator("known_at", "since", "author", "tags", "thread", "source")(
+        _library_filter
+    )
+
+    @field_validator("since")
+    @classmethod
+    def _window(cls, value: str | None, info: ValidationInfo) -> str | None:
+        as_of = info.data.get("as_of")
+        if value is not None and as_of is not None:
+            start = Filters.create(since=value).since
+            end = parse_as_of(as_of)
+            if start is not None and end is not None and start > end:
+                raise ValueError("is later than as_of: no record could match")
+        return value
+
+    def filter_args(self) -> dict[str, Any]:
+        """The filters as ``Memory.search`` keywords."""
+        return self.model_dump(
+            include={"known_at", "since", "author", "tags", "tags_mode", "thread", "source"}
+        )
+
+
+class SearchIn(FiltersIn):
+    query: Query
     k: int | None = Field(None, ge=1, le=MAX_K, description=K_HELP)
     preset: str | None = Field(None, description=PRESET_HELP)
 
-    _as_of = field_validator("as_of")(_check_as_of)
     _preset = field_validator("preset")(_check_preset)
 
 
@@ -176,16 +244,124 @@ class EvidenceIn(SearchIn):
         return PackingOptions(**self.pack.model_dump())
 
 
-class AskIn(BaseModel):
-    model_config = _STRICT
-
+class AskIn(FiltersIn):
     question: Query
-    as_of: str | None = Field(None, description=AS_OF_HELP, json_schema_extra=DATE_FORM)
     k: int = Field(50, ge=1, le=MAX_K, description="Records of evidence to retrieve.")
     budget: int = Field(40_000, ge=1, le=MAX_BUDGET, description="Most characters of evidence.")
     pack: bool = Field(False, description="Long records below the best-ranked as excerpts.")
 
+
+def _check_reason(value: str) -> str:
+    try:
+        validate.clean_text(value, "reason")
+    except InvalidInput as exc:
+        raise ValueError(exc.problem) from None
+    if not value.strip():
+        raise ValueError("is blank: say why")
+    return value
+
+
+class HistoryIn(BaseModel):
+    """The subject: a record id, or the best hit of a query (exactly one of them)."""
+
+    model_config = _STRICT
+
+    query: Query | None = Field(
+        None, description="Find the subject by the read path: its best hit anchors the history."
+    )
+    record_id: int | None = Field(
+        None,
+        ge=1,
+        le=MAX_ID,
+        validate_default=True,
+        description="The subject's record id (instead of query).",
+    )
+    as_of: str | None = Field(
+        None,
+        json_schema_extra=DATE_FORM,
+        description="Only records dated up to this moment (the history as it stood then).",
+    )
+    limit: int = Field(50, ge=1, le=MAX_K, description="Most records in the history.")
+
     _as_of = field_validator("as_of")(_check_as_of)
+
+    @field_validator("record_id")
+    @classmethod
+    def _one_subject(cls, value: int | None, info: ValidationInfo) -> int | None:
+        if "query" in info.data and (info.data["query"] is None) == (value is None):
+            raise ValueError("give either a query or a record_id, not both and not neither")
+        return value
+
+
+class ChangesIn(BaseModel):
+    """Two event dates (both days included) and, optionally, two ingest times."""
+
+    model_config = _STRICT
+
+    since: str = Field(json_schema_extra=DATE_FORM, description="First event day of the window.")
+    until: str = Field(json_schema_extra=DATE_FORM, description="Last event day of the window.")
+    query: Query | None = Field(
+        None, description="Rank the records that entered by this query (else oldest first)."
+    )
+    known_since: str | None = Field(
+        None,
+        json_schema_extra=DATE_FORM,
+        description="Only records ingested from this moment on (give known_until too).",
+    )
+    known_until: str | None = Field(
+        None,
+        json_schema_extra=DATE_FORM,
+        validate_default=True,
+        description="Only records ingested up to this moment (give known_since too).",
+    )
+    limit: int = Field(200, ge=1, le=MAX_K, description="Most records that entered.")
+
+    @field_validator("since", "known_since")
+    @classmethod
+    def _start(cls, value: str | None) -> str | None:
+        if value is not None:
+            try:
+                Filters.create(since=value)
+            except InvalidInput as exc:
+                raise ValueError(str(exc).removeprefix("since: ")) from None
+        return value
+
+    @field_validator("until", "known_until")
+    @classmethod
+    def _end(cls, value: str | None, info: ValidationInfo) -> str | None:
+        start_name = "since" if info.field_name == "until" else "known_since"
+        start = info.data.get(start_name)
+        if value is None:
+            if start is not None:
+                raise ValueError(f"is required with {start_name}")
+            return value
+        try:
+            end = Filters.create(known_at=value).known_at
+        except InvalidInput as exc:
+            raise ValueError(str(exc).removeprefix("known_at: ")) from None
+        if start is not None:
+            begin = Filters.create(since=start).since
+            if begin is not None and end is not None and begin > end:
+                raise ValueError(f"is earlier than {start_name}")
+        elif info.field_name == "known_until":
+            raise ValueError("needs known_since too")
+        return value
+
+
+class CorrectionIn(BaseModel):
+    model_config = _STRICT
+
+    reason: str = Field(
+        min_length=1,
+        max_length=MAX_REASON_CHARS,
+        description="Why: kept in the change log with the calling key and the time.",
+    )
+
+    _reason = field_validator("reason")(_check_reason)
+
+
+class SupersedeIn(CorrectionIn):
+    by: int = Field(ge=1, le=MAX_ID, description="The id of the record that supersedes it.")
 
 
 class RecordOut(BaseModel):
@@ -198,7 +374,9 @@ class RecordOut(BaseModel):
     source: str | None
     scope: str
     ingested_at: str = Field(description="When the store received it (UTC).")
-    state: Literal["active", "archived"]
+    state: Literal["active", "archived", "redacted"] = Field(
+        description="'redacted': an erased record's tombstone (id and dates, no content)."
+    )
     superseded_by: int | None
     thread: str | None
     metadata: dict[str, Any] | None = Field(description="What the source said beyond these.")
@@ -234,6 +412,49 @@ class AnswerOut(BaseModel):
     answer: str
     citations: list[int] = Field(description="Ids of the records the answer rests on.")
     evidence: list[int] = Field(description="Ids of every record the model was shown.")
+
+
+class HistoryEntryOut(RecordOut):
+    reasons: list[str] = Field(
+        description="Why it belongs: subject, thread, superseded, successor, neighbour."
+    )
+    superseded_by_record: RecordOut | None = Field(description="The record that superseded it.")
+
+
+class HistoryOut(BaseModel):
+    entries: list[HistoryEntryOut] = Field(description="Oldest event first.")
+
+
+class CorrectionOut(BaseModel):
+    run_id: int = Field(description="The change-log run: POST /v1/runs/{run_id}/undo undoes it.")
+    operation: Literal["supersede", "archive", "redact"]
+    record_ids: list[int] = Field(description="The records whose state it changed.")
+    by: int | None = Field(description="For a supersession: the superseding record.")
+    reason: str
+    actor: str | None = Field(description="Who made it: the API key's id, or 'local'.")
+    at: str = Field(description="When it was logged (UTC).")
+
+
+class CorrectionsOut(BaseModel):
+    corrections: list[CorrectionOut] = Field(description="Oldest first, undone ones too.")
+
+
+class ChangesOut(BaseModel):
+    since: str
+    until: str
+    entered: list[RecordOut] = Field(description="Records dated in the window.")
+    superseded: list[RecordOut] = Field(description="Records that those supersede.")
+    archived: list[CorrectionOut] = Field(description="Archivals logged in the window.")
+    redacted: list[CorrectionOut] = Field(description="Erasures logged in the window.")
+
+
+class UndoOut(BaseModel):
+    run_id: int
+    undo_run_id: int = Field(description="The run that logs the undo.")
+    restored: int
+    archived_merged: int
+    restored_ids: list[int]
+    archived_merged_ids: list[int]
 
 
 class EncoderOut(BaseModel):
