@@ -185,7 +185,9 @@ def test_graph_extract_and_facts(memory: Memory, llm: LLMClient) -> None:
     record(
         "graph extract + facts",
         started,
-        f"{report.extracted} rows, {len(triples)} triples, {report.failures} failed; {found}",
+        f"{report.extracted} rows, {len(triples)} triples, {report.failures} failed"
+        + (f" (first: {next(iter(report.failed.values()))[:70]})" if report.failed else "")
+        + f"; {found}",
         llm,
     )
 
