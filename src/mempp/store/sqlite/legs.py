@@ -139,6 +139,13 @@ class _LegsMixin(_RecordsMixin):
     def warm(self, scope: str) -> None:
         # The vectors and the bm25 replica cover every scope of the file at once.
         with self._lock:
+            if (
+                self._bm25 is None
+                and self._bm25_thread is None
+                and self.location != ":memory:"
+                and Path(f"{self.location}{BM25_FILE_SUFFIX}").exists()
+            ):
+                self._start_bm25_build()  # a saved replica loads while the vectors do
             self._vector_index()
             self._bm25_ready()  # on a large store, starts the replica's build
             building = self._bm25_thread
@@ -422,14 +429,17 @@ class _LegsMixin(_RecordsMixin):
             self._bm25, self._bm25_built = self._bm25_built, None
         if self._bm25 is None:
             if self._bm25_thread is None and len(index) >= self.bm25_min_rows:
-                self._bm25_thread = threading.Thread(
-                    target=self._build_bm25, name="mempp-bm25", daemon=True
-                )
-                self._bm25_thread.start()
+                self._start_bm25_build()
             return None
         if self._bm25.max_id < index.max_id:
             self._bm25_catch_up(self._bm25)
         return self._bm25
+
+    def _start_bm25_build(self) -> None:
+        self._bm25_thread = threading.Thread(
+            target=self._build_bm25, name="mempp-bm25", daemon=True
+        )
+        self._bm25_thread.start()
 
     def _build_bm25(self) -> None:
         """Load the replica saved beside the file, or read FTS5's postings once and save them
