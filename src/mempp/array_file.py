@@ -3,7 +3,8 @@
 The in-RAM indexes save their arrays beside the database so that the next process reads them
 back in one pass instead of rebuilding them from SQLite. Layout (little-endian):
 
-    b"MEMPPARR" | header length (uint64) | header (UTF-8 JSON) | arrays, each 64-byte aligned
+    b"MEMPPARR" | header length (uint64) | header (UTF-8 JSON) | its CRC-32 (uint32)
+    | arrays, each 64-byte aligned
 
 The header holds the caller's ``meta`` object and, per array, its name, dtype, shape, offset
 and CRC-32. ``read`` refuses (``ValueError`` naming the file) anything that does not add up:
@@ -55,11 +56,12 @@ def write(
         )
         offset += array.nbytes
     header = json.dumps({"meta": dict(meta), "arrays": entries}).encode("utf-8")
-    start = -(-(len(MAGIC) + 8 + len(header)) // _ALIGN) * _ALIGN
+    start = _data_start(len(header))
     partial = target.with_name(f"{target.name}.{os.getpid()}-{threading.get_ident()}.partial")
     try:
         with _create(partial) as out:
             out.write(MAGIC + len(header).to_bytes(8, "little") + header)
+            out.write(zlib.crc32(header).to_bytes(4, "little"))
             for entry, array in zip(entries, laid_out.values(), strict=True):
                 out.seek(start + entry["offset"])
                 out.write(_bytes(array))
@@ -85,8 +87,11 @@ def read(
             length = int.from_bytes(head[len(MAGIC) :], "little")
             if length > 1 << 26:
                 raise ValueError("header too long")
-            header = json.loads(source.read(length).decode("utf-8"))
-            start = -(-(len(MAGIC) + 8 + length) // _ALIGN) * _ALIGN
+            raw = source.read(length)
+            if zlib.crc32(raw) != int.from_bytes(source.read(4), "little"):
+                raise ValueError("the header fails its checksum (damaged or truncated)")
+            header = json.loads(raw.decode("utf-8"))
+            start = _data_start(length)
             size = os.fstat(source.fileno()).st_size
             meta, entries = header["meta"], header["arrays"]
             if not isinstance(meta, dict) or not isinstance(entries, list):
@@ -118,6 +123,10 @@ def read(
     except (OSError, KeyError, TypeError, UnicodeDecodeError, json.JSONDecodeError) as error:
         raise ValueError(f"{path}: not a readable array file ({error})") from None
     return meta, arrays
+
+
+def _data_start(header_length: int) -> int:
+    return -(-(len(MAGIC) + 8 + header_length + 4) // _ALIGN) * _ALIGN
 
 
 def _create(path: Path) -> Any:
