@@ -453,9 +453,9 @@ def main() -> None:
         sources: dict[str, Path | None] = {"": None}
         if args.compare_src is not None:
             sources = {f"{args.compare_src}, ": args.compare_src, "this checkout, ": None}
-        saved = [Path(f"{path}{suffix}") for suffix in ("-bm25.npz", "-vectors.arrays")]
+        saved = [Path(f"{path}{end}") for end in ("-bm25.arrays", "-vectors.arrays", "-bm25.npz")]
         for prefix, source in sources.items():
-            for file in saved:  # what an earlier run saved
+            for file in saved:  # what an earlier run saved (-bm25.npz: mempp before the array file)
                 file.unlink(missing_ok=True)
             warmed = child(["--child", "warm", *common], False, source)
             first = {

@@ -24,6 +24,7 @@ from mempp.store.filter_sql import filter_condition
 from mempp.store.sqlite.records import _RecordsMixin
 from mempp.store.sqlite.schema import (
     BM25_FILE_SUFFIX,
+    BM25_LEGACY_SUFFIX,
     BUSY_TIMEOUT_S,
     FTS_TOKENIZE,
     _ClosedConnection,
@@ -70,7 +71,7 @@ def _quoted(term: str) -> str:
     return '"' + term.replace('"', '""') + '"'
 
 
-# The BM25 replica is saved beside the database as <file>-bm25.npz and loaded next time if it
+# The BM25 replica is saved beside the database as <file>-bm25.arrays and loaded next time if it
 # still describes the file; it is rebuilt once the rows added since outnumber an eighth of it
 # (they are tokenised one by one at catch-up, the build reads FTS5's postings in bulk).
 _BM25_STALE_SHARE = 8
@@ -143,7 +144,10 @@ class _LegsMixin(_RecordsMixin):
                 self._bm25 is None
                 and self._bm25_thread is None
                 and self.location != ":memory:"
-                and Path(f"{self.location}{BM25_FILE_SUFFIX}").exists()
+                and any(
+                    Path(f"{self.location}{suffix}").exists()
+                    for suffix in (BM25_FILE_SUFFIX, BM25_LEGACY_SUFFIX)
+                )
             ):
                 self._start_bm25_build()  # a saved replica loads while the vectors do
             self._vector_index()
@@ -456,9 +460,14 @@ class _LegsMixin(_RecordsMixin):
             try:
                 bm25 = _saved_bm25(conn, saved)
                 if bm25 is None:
-                    bm25 = _bm25_from_fts5(conn)
+                    # An earlier mempp's .npz is read once and saved in today's format.
+                    legacy = Path(f"{self.location}{BM25_LEGACY_SUFFIX}")
+                    bm25 = _saved_bm25(conn, legacy)
+                    if bm25 is None:
+                        bm25 = _bm25_from_fts5(conn)
                     with contextlib.suppress(OSError):  # a read-only folder: build next time
                         bm25.save(saved)
+                        legacy.unlink(missing_ok=True)
             finally:
                 conn.close()
         except sqlite3.Error:
