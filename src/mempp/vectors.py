@@ -239,26 +239,26 @@ class ExactVectorIndex:
     def set_archived(self, ids: np.ndarray) -> None:
         """Every row held is active except rows ``ids`` (the whole state in one call)."""
         with self._lock:
-            n = self._n
-            if n == 0:
-                return
-            ids = np.asarray(ids, dtype=np.int64)
-            positions = np.minimum(np.searchsorted(self._ids[:n], ids), n - 1)
-            known = positions[self._ids[positions] == ids]
-            self._active[:n] = True
+            known = self._held(ids)
+            self._active[: self._n] = True
             self._active[known] = False
             self._inactive = len(np.unique(known))
+
+    def _held(self, ids: np.ndarray) -> np.ndarray:
+        """Arrival positions of those of ``ids`` the index holds (caller holds the lock)."""
+        n = self._n
+        ids = np.asarray(ids, dtype=np.int64)
+        if n == 0 or len(ids) == 0:
+            return np.empty(0, dtype=np.int64)
+        positions = np.minimum(np.searchsorted(self._ids[:n], ids), n - 1)
+        return positions[self._ids[positions] == ids]
 
     def erase(self, ids: np.ndarray) -> None:
         """Make rows ``ids`` what an erased row loads as (a zero vector: codes 0, scale 1)
         and inactive, in place: their quantised copy leaves RAM and what ``export`` writes."""
         with self._lock:
             n = self._n
-            if n == 0:
-                return
-            ids = np.asarray(ids, dtype=np.int64)
-            positions = np.minimum(np.searchsorted(self._ids[:n], ids), n - 1)
-            known = positions[self._ids[positions] == ids]
+            known = self._held(ids)
             scan = np.flatnonzero(np.isin(self._order[:n], known))
             self._codes[scan] = 0
             self._scales[scan] = 1
