@@ -362,6 +362,19 @@ def test_a_vector_file_that_is_stale_truncated_or_damaged_is_ignored_and_rewritt
         _fill(memory, 200, start=5000)
         _check_exact(memory, stranger)
     foreign = _file(stranger).read_bytes()
+    # This database's rows and fingerprint, saved for another encoder of the same dimension.
+    import sqlite3
+
+    from mempp.store.sqlite import vector_file
+
+    with _memory(db_path) as memory:
+        memory.store.nearest(memory.scope, np.ones(16, np.float32) / 4, None, 1)
+        index = memory.store._index
+        conn = sqlite3.connect(db_path)
+        label = vector_file.fingerprint(conn, index.max_id)
+        conn.close()
+        other_encoder = tmp_path / "other-encoder.arrays"
+        vector_file.save(other_encoder, index, ("another-encoder", 16), label, "0")
     damaged = bytearray(saved)
     damaged[-100] ^= 0x55  # a code in the last array written
     for label, content in [
@@ -370,6 +383,7 @@ def test_a_vector_file_that_is_stale_truncated_or_damaged_is_ignored_and_rewritt
         ("empty", b""),
         ("junk", b"not a vector file at all" * 100),
         ("another database's", foreign),
+        ("another encoder's", other_encoder.read_bytes()),
     ]:
         _file(db_path).write_bytes(content)
         rows_from_sqlite.clear()
