@@ -6,8 +6,12 @@ Zipf-frequent authors, 0-2 tags, dates uniform over three years and written in r
 2% undated), then measures each store in fresh processes, once with the library's default
 BLAS threading and once with ``OPENBLAS_NUM_THREADS=1`` set in the environment:
 
-* cold: a new process opens the store and runs one search (OS page cache warm: no root here
-  to drop it); then ``warm()`` in another new process, and the resident memory after it;
+* ``warm()`` in a new process with nothing saved beside the file (it builds and saves the
+  BM25 replica and the vector file), then with the BM25 replica saved but the vectors read
+  from SQLite (the vector file removed), each in a new process;
+* cold: a new process opens the store and runs one search, timed in parts (imports, the
+  encoder's weights, the search; OS page cache warm: no root here to drop it); then
+  ``warm()`` in another new process with both files saved, and the resident memory after it;
 * p50 / p95 / p99 (ms) of each leg alone (query encoding, lexical, tag, vector) and of the
   whole ``Memory.search``, with the as-of bound at ~50% and ~5% of the records and without;
 * the numpy floor in the same process: mask-and-matvec over a float32 copy of the vectors
@@ -270,23 +274,30 @@ def floor_search(
 
 
 def measure_cold(path: Path, question: str) -> dict[str, float]:
+    """A new process's first search, in parts: imports, the encoder's weights, then the
+    search (the store's in-RAM indexes load on it)."""
     from mempp import Memory
 
+    imported = time.perf_counter() - START
     with Memory(path) as memory:
+        encoder, _ = timed(lambda: memory.embedder)
         first, _ = timed(lambda: memory.search(question))
         return {
+            "cold import s": imported,
+            "cold encoder load s": encoder,
             "cold first search s": first,
             "cold process to result s": time.perf_counter() - START,
         }
 
 
-def measure_first_warm(path: Path) -> dict[str, float]:
-    """``warm()`` with nothing saved beside the file (the BM25 replica built and saved)."""
+def measure_warm(path: Path) -> dict[str, float]:
+    """``warm()`` in a new process with whatever is saved beside the file (it saves what
+    is missing)."""
     from mempp import Memory
 
     with Memory(path) as memory:
         seconds, _ = timed(memory.warm)
-    return {"first warm s": seconds, "first warm peak rss GiB": rss_gib()[1]}
+    return {"warm s": seconds, "peak rss GiB": rss_gib()[1]}
 
 
 def measure(path: Path, queries: int, seed: int) -> dict[str, object]:
@@ -381,11 +392,13 @@ def report(size: int, built: dict[str, float], file_gib: float, runs: dict[str, 
     for mode, run in runs.items():
         print(
             f"  [{mode}] first warm() (nothing saved beside the file) {run['first warm s']:.2f} s,"
-            f" peak RSS {run['first warm peak rss GiB']:.2f} GiB"
+            f" peak RSS {run['first warm peak rss GiB']:.2f} GiB; warm() with the BM25 replica "
+            f"saved, vectors from SQLite {run['sqlite vectors warm s']:.2f} s"
         )
         print(
-            f"  [{mode}] {run['mempp']}, BLAS threads {run['blas threads']}; cold: first search "
-            f"{run['cold first search s']:.2f} s, process start to result "
+            f"  [{mode}] {run['mempp']}, BLAS threads {run['blas threads']}; cold: imports "
+            f"{run['cold import s']:.2f} s, encoder {run['cold encoder load s']:.2f} s, first "
+            f"search {run['cold first search s']:.2f} s, process start to result "
             f"{run['cold process to result s']:.2f} s; warm() {run['warm s']:.2f} s; RSS after "
             f"warm {run['rss after warm GiB']:.2f} GiB (peak {run['peak rss GiB']:.2f}), after "
             f"searches {run['rss after searches GiB']:.2f}"
@@ -417,13 +430,14 @@ def main() -> None:
     )
     parser.add_argument("--child", choices=("cold", "warm", "measure"), help=argparse.SUPPRESS)
     parser.add_argument("--path", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--question", help=argparse.SUPPRESS)
     args = parser.parse_args()
 
-    if args.child == "cold":
-        print(json.dumps(measure_cold(args.path, Corpus(args.seed).questions(1)[0])))
+    if args.child == "cold":  # the question comes from the parent: the corpus takes seconds
+        print(json.dumps(measure_cold(args.path, args.question)))
         return
     if args.child == "warm":
-        print(json.dumps(measure_first_warm(args.path)))
+        print(json.dumps(measure_warm(args.path)))
         return
     if args.child == "measure":
         print(json.dumps(measure(args.path, args.queries, args.seed)))
@@ -439,13 +453,23 @@ def main() -> None:
         sources: dict[str, Path | None] = {"": None}
         if args.compare_src is not None:
             sources = {f"{args.compare_src}, ": args.compare_src, "this checkout, ": None}
+        saved = [Path(f"{path}{end}") for end in ("-bm25.arrays", "-vectors.arrays", "-bm25.npz")]
         for prefix, source in sources.items():
-            Path(f"{path}-bm25.npz").unlink(missing_ok=True)  # what an earlier run saved
-            first = child(["--child", "warm", *common], False, source)
+            for file in saved:  # what an earlier run saved (-bm25.npz: mempp before the array file)
+                file.unlink(missing_ok=True)
+            warmed = child(["--child", "warm", *common], False, source)
+            first = {
+                "first warm s": warmed["warm s"],
+                "first warm peak rss GiB": warmed["peak rss GiB"],
+            }
+            saved[1].unlink(missing_ok=True)  # the vectors from SQLite, the replica from its file
+            sqlite_vectors = child(["--child", "warm", *common], False, source)
+            first["sqlite vectors warm s"] = sqlite_vectors["warm s"]
             for mode in args.modes:
                 one = mode == "one thread"
                 run = dict(first)
-                run.update(child(["--child", "cold", *common], one, source))
+                question = ["--question", Corpus(args.seed).questions(1)[0]]
+                run.update(child(["--child", "cold", *question, *common], one, source))
                 run.update(child(["--child", "measure", *common], one, source))
                 runs[prefix + mode] = run
         report(size, built, path.stat().st_size / 2**30, runs)

@@ -161,6 +161,34 @@ def test_replica_is_saved_beside_the_file_and_reused_while_it_matches(db_path, m
         assert built == [1, 1] and memory.store._bm25.rows == 150
 
 
+def test_a_replica_saved_as_npz_by_an_earlier_mempp_is_loaded_and_replaced(
+    db_path, monkeypatch
+) -> None:
+    from mempp.bm25 import Bm25Index
+    from mempp.store.sqlite import legs
+    from test_bm25_index import write_format_1
+
+    rng = random.Random(13)
+    docs = [" ".join(rng.choice(WORDS) for _ in range(rng.randint(3, 30))) for _ in range(300)]
+    saved = Path(f"{db_path}{legs.BM25_FILE_SUFFIX}")
+    legacy = Path(f"{db_path}{legs.BM25_LEGACY_SUFFIX}")
+    with Memory(db_path, embedder=KeywordEmbedder(["budget"])) as memory:
+        memory.add_many(docs)
+        memory.store.bm25_min_rows = 0
+        _wait_for_replica(memory)
+        expected = _ranked(memory, "budget plan review")
+    write_format_1(Bm25Index.load(saved), legacy)
+    saved.unlink()
+    built = []
+    real_build = legs._bm25_from_fts5
+    monkeypatch.setattr(legs, "_bm25_from_fts5", lambda conn: built.append(1) or real_build(conn))
+    with Memory(db_path, embedder=KeywordEmbedder(["budget"])) as memory:
+        memory.warm()  # finds the .npz beside the file
+        assert memory.store._bm25 is not None and built == []
+        assert _ranked(memory, "budget plan review") == expected
+    assert saved.exists() and not legacy.exists()
+
+
 def test_an_erasure_drops_the_saved_replica_and_the_rebuilt_one_ranks_like_fts5(db_path) -> None:
     from mempp.store.sqlite import legs
 

@@ -110,7 +110,50 @@ def test_saved_index_loads_and_catches_up_like_one_built_whole(tmp_path) -> None
         assert loaded.search(query, trial % 3 == 0, everyone, 40) == whole.search(
             query, trial % 3 == 0, everyone, 40
         )
+    # Saved again after the catch-up (terms numbered out of sorted order) and loaded back.
+    loaded.save(path)
+    again = Bm25Index.load(path)
+    for term in ("t0", "t7", "t39", "t10", "missing"):
+        assert again.postings(term)[0].tolist() == whole.postings(term)[0].tolist()
     assert not list(tmp_path.glob("*.partial"))
+
+
+def write_format_1(index: Bm25Index, path) -> None:
+    """Save ``index`` as an ``.npz`` of format 1, as mempp did before the array file."""
+    index._merge()
+    np.savez(
+        path,
+        format=np.array([1, index.rows, index.tokens, index.max_id]),
+        terms=np.frombuffer("\0".join(index._terms).encode(), dtype=np.uint8),
+        indptr=index._indptr,
+        ids=index._ids,
+        tf=index._tf,
+        doclen=index._doclen[: index.max_id + 1],
+        label=np.frombuffer(index.label.encode(), dtype=np.uint8),
+    )
+
+
+def test_a_replica_saved_as_npz_by_an_earlier_mempp_still_loads(tmp_path) -> None:
+    rng = np.random.default_rng(9)
+    index = Bm25Index()
+    for postings, new_rows, max_id in _batches(rng, rows=500, terms=30, parts=2):
+        index.add_postings(postings, new_rows, max_id)
+    index.label = "fingerprint"
+    path = tmp_path / "bm25.npz"
+    write_format_1(index, path)
+    loaded = Bm25Index.load(path)
+    assert (loaded.rows, loaded.tokens, loaded.max_id, loaded.label) == (
+        index.rows,
+        index.tokens,
+        index.max_id,
+        "fingerprint",
+    )
+    def everyone(ids: np.ndarray) -> np.ndarray:
+        return np.ones(len(ids), dtype=bool)
+
+    for term in ("t0", "t3", "t29", "t11"):
+        expected = index.search([term], False, everyone, 50)
+        assert expected and loaded.search([term], False, everyone, 50) == expected
 
 
 def test_load_names_the_file_it_cannot_read(tmp_path) -> None:
@@ -123,6 +166,12 @@ def test_load_names_the_file_it_cannot_read(tmp_path) -> None:
     np.savez(other, format=np.array([1, 1, 1, 5]), tf=np.zeros(3), doclen=np.zeros(6), **arrays)
     with pytest.raises(ValueError, match=r"other\.npz: not a BM25 index file"):
         Bm25Index.load(other)
+    saved = tmp_path / "saved.arrays"
+    Bm25Index().save(saved)
+    assert Bm25Index.load(saved).rows == 0
+    saved.write_bytes(saved.read_bytes()[:-1])
+    with pytest.raises(ValueError, match=r"saved\.arrays"):
+        Bm25Index.load(saved)
 
 
 def test_postings_from_groups_counts_occurrences() -> None:

@@ -135,3 +135,314 @@ def test_empty_unknown_and_edge_cases() -> None:
     assert index.eligible(np.array([1, 2, 3, 9]), "s", 6).tolist() == [True, False, False, False]
     with pytest.raises(ValueError, match="ids must increase"):
         index.append(np.array([2]), np.ones((1, 4), np.float32), ["s"], [1], [True])
+
+
+# -- the scan copy saved and restored (ExactVectorIndex.export / restore) -----------------
+def _random_index(rng: np.random.Generator, count: int, dim: int, exact_rows=None):
+    matrix = _unit(rng.standard_normal((count, dim)))
+    ids = np.arange(1, count + 1, dtype=np.int64) * 3
+    scopes = np.where(rng.random(count) < 0.7, "a", "b")
+    keys = rng.integers(0, 500, count)
+    index = ExactVectorIndex(dim, exact_rows)
+    index.append(ids, matrix, scopes.tolist(), keys.tolist(), [True] * count)
+    return index, matrix, ids, scopes, keys
+
+
+def test_restored_index_searches_like_the_one_exported_across_appends_and_states() -> None:
+    rng = np.random.default_rng(12)
+    dim = 24
+    by_id: dict[int, np.ndarray] = {}
+
+    def exact_rows(wanted: np.ndarray) -> np.ndarray:
+        return np.stack([by_id[int(i)] for i in wanted])
+
+    index, matrix, ids, scopes, keys = _random_index(rng, 3000, dim, exact_rows)
+    by_id.update(zip(ids.tolist(), matrix, strict=True))
+    arrays = index.export()
+    assert len(arrays["codes"]) == 3000 and sorted(arrays["order"].tolist()) == list(range(3000))
+    spare = 500  # room to append, as the file reader leaves it
+    padded = {
+        name: np.concatenate([a, np.zeros((spare, *a.shape[1:]), a.dtype)])
+        for name, a in arrays.items()
+    }
+    restored = ExactVectorIndex.restore(dim, padded, 3000, index.scopes, exact_rows)
+    codes_buffer = padded["codes"]
+    more = _unit(rng.standard_normal((200, dim)))
+    more_ids = np.arange(10_000, 10_200, dtype=np.int64)
+    by_id.update(zip(more_ids.tolist(), more, strict=True))
+    for target in (index, restored):
+        target.append(more_ids, more, ["a"] * 200, [7] * 200, [True] * 200)
+    assert restored._codes is codes_buffer  # the appends fit the spare rows: no copy
+    archived = ids[rng.choice(3000, 300, replace=False)]
+    index.set_active((int(i), False) for i in archived)
+    restored.set_archived(archived)
+    all_ids = np.concatenate([ids, more_ids])
+    active = ~np.isin(all_ids, archived)
+    all_matrix = np.concatenate([matrix, more])
+    all_scopes = np.concatenate([scopes, np.full(200, "a")])
+    all_keys = np.concatenate([keys, np.full(200, 7)])
+    for trial in range(30):
+        query = _unit(rng.standard_normal(dim))
+        as_of = (None, int(rng.integers(0, 500)), 20)[trial % 3]
+        scope = "ab"[trial % 2]
+        expected = _reference(
+            all_matrix, all_ids, all_scopes, all_keys, active, query, scope, as_of, 40
+        )
+        assert restored.search(query, scope, as_of, 40) == expected
+        assert index.search(query, scope, as_of, 40) == expected
+
+
+def test_restore_refuses_arrays_that_are_not_an_index() -> None:
+    rng = np.random.default_rng(3)
+    index, *_ = _random_index(rng, 200, 8)
+    good = index.export()
+
+    def broken(**changes: np.ndarray) -> dict[str, np.ndarray]:
+        return {**{k: a.copy() for k, a in good.items()}, **changes}
+
+    order = good["order"].copy()
+    order[5] = order[6]  # not a permutation
+    ids = good["ids"].copy()
+    ids[10] = ids[9]  # ids must increase
+    for arrays, scopes in [
+        (broken(order=order), index.scopes),
+        (broken(ids=ids), index.scopes),
+        (broken(scope=np.full(200, 7, dtype=np.int32)), index.scopes),  # unknown scope code
+        (broken(order=good["order"][::-1].copy()), index.scopes),  # not in date order
+        (broken(codes=good["codes"][:, :4].copy()), index.scopes),  # another dimension
+        (broken(scales=good["scales"].astype(np.float64)), index.scopes),
+        (good, ["a"]),
+    ]:
+        with pytest.raises(ValueError, match="do not describe an index"):
+            ExactVectorIndex.restore(8, arrays, 200, scopes, lambda w: np.zeros((len(w), 8)))
+
+
+def test_erase_zeroes_the_rows_codes_and_takes_them_out_of_search() -> None:
+    rng = np.random.default_rng(8)
+    index, matrix, ids, scopes, _ = _random_index(rng, 500, 16)
+    gone = int(ids[42])
+    assert index.search(matrix[42], str(scopes[42]), None, 1) == [gone]
+    index.erase(np.array([gone, 999_999]))  # an id it does not hold is ignored
+    arrays = index.export()
+    at = int(np.flatnonzero(arrays["ids"][arrays["order"]] == gone)[0])
+    assert not arrays["codes"][at].any() and arrays["scales"][at] == 1
+    assert int(np.count_nonzero(arrays["codes"].any(axis=1))) == 499
+    assert gone not in index.search(matrix[42], str(scopes[42]), None, 50)
+    assert not arrays["active"][42]
+
+
+# -- the scan copy saved beside a real SQLite file (store/sqlite/vector_file.py) ------------
+class _HashEmbedder:
+    """Random unit vectors seeded by each text: the same text, the same vector."""
+
+    name = "hash-vectors/16"
+    dim = 16
+
+    def embed(self, texts) -> np.ndarray:
+        rows = [
+            np.random.default_rng(list(text.encode())).standard_normal(self.dim)
+            for text in texts
+        ]
+        return _unit(np.array(rows)) if rows else np.empty((0, self.dim), np.float32)
+
+
+def _memory(path, scope: str = "default"):
+    from mempp import Memory
+
+    memory = Memory(path, embedder=_HashEmbedder(), scope=scope)
+    memory.store.vector_file_min_rows = 0  # save from the first row on
+    return memory
+
+
+def _fill(memory, count: int, start: int = 0) -> None:
+    rng = np.random.default_rng(start)
+    memory.add_many(
+        {"text": f"note {i} {rng.integers(1000)}", "date": f"2024-{1 + i % 12:02d}-01"}
+        if i % 17
+        else {"text": f"undated note {i}"}
+        for i in range(start, start + count)
+    )
+
+
+def _exact(path, scope: str, query: np.ndarray, as_of: int | None, limit: int) -> list[int]:
+    """The exact ranking straight from the file's float32 blobs (ties to the newer id)."""
+    import sqlite3
+
+    with sqlite3.connect(path) as conn:
+        rows = conn.execute(
+            """SELECT id, embedding FROM records WHERE scope = ? AND state = 'active'
+               AND (? IS NULL OR event_key <= ?)""",
+            (scope, as_of, as_of),
+        ).fetchall()
+    conn.close()
+    if not rows:
+        return []
+    ids = np.array([r[0] for r in rows])
+    matrix = np.stack([np.frombuffer(r[1], "<f4") for r in rows]).astype(np.float64)
+    order = np.lexsort((-ids, -(matrix @ query.astype(np.float64))))
+    return ids[order][:limit].tolist()
+
+
+def _check_exact(memory, path, trials: int = 12) -> None:
+    rng = np.random.default_rng(99)
+    for trial in range(trials):
+        query = _unit(rng.standard_normal(16))
+        as_of = (None, 1717200000000000, 1704067200000000)[trial % 3]  # 2024-06-01, 2024-01-01
+        got = memory.store.nearest(memory.scope, query, as_of, 25)
+        assert got == _exact(path, memory.scope, query, as_of, 25), trial
+
+
+@pytest.fixture
+def rows_from_sqlite(monkeypatch):
+    """How many rows each call of ``ExactVectorIndex.append`` got (what SQLite supplied)."""
+    counts: list[int] = []
+    real = ExactVectorIndex.append
+
+    def counting(self, ids, *args, **kwargs):
+        counts.append(len(ids))
+        return real(self, ids, *args, **kwargs)
+
+    monkeypatch.setattr(ExactVectorIndex, "append", counting)
+    return counts
+
+
+def _file(path):
+    from mempp.store.sqlite.vector_file import VECTOR_FILE_SUFFIX
+
+    return type(path)(f"{path}{VECTOR_FILE_SUFFIX}")
+
+
+def test_vector_file_is_loaded_caught_up_and_follows_state_changes(
+    db_path, rows_from_sqlite
+) -> None:
+    with _memory(db_path) as memory, _memory(db_path, scope="other") as other:
+        _fill(memory, 300)
+        _fill(other, 50, start=1000)
+        _check_exact(memory, db_path)  # the first search loads from SQLite and saves
+    assert _file(db_path).exists() and sum(rows_from_sqlite) == 350
+    rows_from_sqlite.clear()
+    with _memory(db_path) as memory:
+        _check_exact(memory, db_path)
+        assert rows_from_sqlite == []  # every row came from the file
+        _fill(memory, 10, start=300)  # the catch-up reads only these
+        _check_exact(memory, db_path)
+        assert rows_from_sqlite == [10]
+        ranked = memory.store.nearest(memory.scope, _HashEmbedder().embed(["note 3"])[0], None, 300)
+    rows_from_sqlite.clear()
+    # States changed by another process after the file was saved: an archived row leaves
+    # the ranking, a superseded one stays (its state is unchanged), an undone archive
+    # brings its row back.
+    with _memory(db_path) as writer:
+        writer.archive(ranked[0], reason="test")
+        writer.supersede(ranked[1], by=ranked[2], reason="test")
+        undone = writer.archive(ranked[3], reason="test")
+        writer.undo(undone.run_id)
+    with _memory(db_path) as memory:
+        _check_exact(memory, db_path)
+        query = _HashEmbedder().embed(["note 3"])[0]
+        found = memory.store.nearest(memory.scope, query, None, 300)
+        assert ranked[0] not in found and ranked[1] in found and ranked[3] in found
+        assert rows_from_sqlite == [10]  # only the rows added after the save
+    # Another tenant's rows come from the same file.
+    rows_from_sqlite.clear()
+    with _memory(db_path, scope="other") as other:
+        _check_exact(other, db_path)
+
+
+def test_a_vector_file_that_is_stale_truncated_or_damaged_is_ignored_and_rewritten(
+    db_path, tmp_path, rows_from_sqlite
+) -> None:
+    with _memory(db_path) as memory:
+        _fill(memory, 200)
+        _check_exact(memory, db_path)
+    saved = _file(db_path).read_bytes()
+    # A database that is not this one, same size and ids, other texts: the fingerprint differs.
+    stranger = tmp_path / "stranger.db"
+    with _memory(stranger) as memory:
+        _fill(memory, 200, start=5000)
+        _check_exact(memory, stranger)
+    foreign = _file(stranger).read_bytes()
+    # This database's rows and fingerprint, saved for another encoder of the same dimension.
+    import sqlite3
+
+    from mempp.store.sqlite import vector_file
+
+    with _memory(db_path) as memory:
+        memory.store.nearest(memory.scope, np.ones(16, np.float32) / 4, None, 1)
+        index = memory.store._index
+        conn = sqlite3.connect(db_path)
+        label = vector_file.fingerprint(conn, index.max_id)
+        conn.close()
+        other_encoder = tmp_path / "other-encoder.arrays"
+        vector_file.save(other_encoder, index, ("another-encoder", 16), label, "0")
+    damaged = bytearray(saved)
+    damaged[-100] ^= 0x55  # a code in the last array written
+    for label, content in [
+        ("truncated", saved[: len(saved) // 2]),
+        ("damaged", bytes(damaged)),
+        ("empty", b""),
+        ("junk", b"not a vector file at all" * 100),
+        ("another database's", foreign),
+        ("another encoder's", other_encoder.read_bytes()),
+    ]:
+        _file(db_path).write_bytes(content)
+        rows_from_sqlite.clear()
+        with _memory(db_path) as memory:
+            _check_exact(memory, db_path)
+        assert sum(rows_from_sqlite) == 200, label  # ignored: everything read from SQLite
+        assert _file(db_path).read_bytes() != content, label  # saved again, valid
+        rows_from_sqlite.clear()
+        with _memory(db_path) as memory:
+            _check_exact(memory, db_path)
+        assert rows_from_sqlite == [], label
+
+
+def test_redact_rewrites_the_vector_file_without_the_erased_vector(
+    db_path, rows_from_sqlite
+) -> None:
+    from mempp import array_file
+
+    def code_in_file(record_id: int) -> np.ndarray:
+        _, arrays = array_file.read(_file(db_path))
+        ids = arrays["ids"][arrays["order"]]
+        return arrays["codes"][int(np.flatnonzero(ids == record_id)[0])]
+
+    with _memory(db_path) as memory:
+        _fill(memory, 120)
+        secret = memory.add("the secret note", date="2024-03-03").id
+        _check_exact(memory, db_path)
+        assert code_in_file(secret).any()
+        memory.redact(secret, reason="erasure request")
+        assert not code_in_file(secret).any()  # rewritten from the index, code zeroed
+        query = _HashEmbedder().embed(["the secret note"])[0]
+        assert secret not in memory.store.nearest(memory.scope, query, None, 200)
+        _check_exact(memory, db_path)
+        # Redacting before anything is loaded in RAM: the file just goes.
+    rows_from_sqlite.clear()
+    with _memory(db_path) as memory:
+        assert secret not in memory.store.nearest(memory.scope, query, None, 200)
+        assert rows_from_sqlite == []  # the rewritten file matches the database
+        other = memory.add("another secret", date="2024-03-04").id
+    with _memory(db_path) as memory:
+        memory.redact(other, reason="erasure request")
+        assert not _file(db_path).exists()
+        _check_exact(memory, db_path)
+    assert not code_in_file(other).any()
+
+
+def test_a_folder_that_refuses_the_vector_file(db_path, monkeypatch, rows_from_sqlite) -> None:
+    from mempp import array_file
+
+    def refused(path):
+        raise PermissionError(13, "Permission denied", str(path))
+
+    monkeypatch.setattr(array_file, "_create", refused)
+    with _memory(db_path) as memory:
+        _fill(memory, 80)
+        _check_exact(memory, db_path)
+        _fill(memory, 80, start=80)
+        _check_exact(memory, db_path)
+        memory.redact(3, reason="erasure request")
+        _check_exact(memory, db_path)
+    assert not _file(db_path).exists()
+    assert not list(db_path.parent.glob("*.partial"))

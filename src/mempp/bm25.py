@@ -14,25 +14,103 @@ FTS5's, so the ranking (score, then newer id) is the same; tests check this.
 
 from __future__ import annotations
 
+import bisect
 import math
 import os
 import threading
-from collections.abc import Callable, Iterable, Sequence
-from pathlib import Path
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from itertools import islice
 
 import numpy as np
+
+from mempp import array_file
 
 K1 = 1.2
 B = 0.75
 
 
-# Version of the file written by Bm25Index.save.
-_FILE_FORMAT = 1
+# The file written by Bm25Index.save (format 1 was a NumPy .npz, still read).
+_FILE_KIND = "mempp bm25 replica"
+_FILE_FORMAT = 2
 
 # Appended postings are merged into the flat arrays once they hold this share of all pairs
 # (or at least _MIN_DELTA pairs): searches meanwhile concatenate a term's few appended chunks.
 _DELTA_SHARE = 8
 _MIN_DELTA = 200_000
+
+
+class _Run:
+    """Terms ``0 .. k-1`` in sorted order, as UTF-8 in one blob with offsets (no str objects
+    until a lookup decodes the few its bisection visits). UTF-8 byte order is code point
+    order, so bytes compare as the terms do."""
+
+    def __init__(self, blob: bytes, offsets: np.ndarray) -> None:
+        self._blob = blob
+        self._offsets = offsets
+
+    def __len__(self) -> int:
+        return len(self._offsets) - 1
+
+    def __getitem__(self, number: int) -> bytes:
+        return self._blob[int(self._offsets[number]) : int(self._offsets[number + 1])]
+
+
+class _Terms:
+    """``term -> number``: a sorted run of terms (numbers 0 .. k-1) found by bisection, then a
+    dict of the terms numbered after it. A replica built from FTS5 reads its terms in sorted
+    order, so loading a saved one needs no dict of a million entries (a second at 1M rows)."""
+
+    def __init__(self, run: _Run | None = None, after: Sequence[str] = ()) -> None:
+        self._sorted = run or _Run(b"", np.zeros(1, dtype=np.int64))
+        start = len(self._sorted)
+        self._added = {name: number for number, name in enumerate(after, start=start)}
+
+    @classmethod
+    def from_names(cls, names: list[str]) -> _Terms:
+        """Terms in number order; the longest sorted prefix becomes the run."""
+        encoded = [name.encode("utf-8") for name in names]
+        run = _sorted_run(encoded)
+        blob, offsets = _packed(encoded[:run])
+        return cls(_Run(blob, offsets), names[run:])
+
+    def __len__(self) -> int:
+        return len(self._sorted) + len(self._added)
+
+    def __iter__(self) -> Iterator[str]:
+        """Every term in number order."""
+        for number in range(len(self._sorted)):
+            yield self._sorted[number].decode("utf-8")
+        yield from self._added
+
+    def get(self, term: str) -> int | None:
+        key = term.encode("utf-8")
+        at = bisect.bisect_left(self._sorted, key)
+        if at < len(self._sorted) and self._sorted[at] == key:
+            return at
+        return self._added.get(term)
+
+    def number(self, term: str) -> int:
+        """The term's number, a new one if it is new."""
+        found = self.get(term)
+        if found is None:
+            found = self._added[term] = len(self)
+        return found
+
+
+def _sorted_run(encoded: Sequence[bytes]) -> int:
+    """How many leading terms are in strictly increasing order."""
+    run = 1 if encoded else 0
+    for before, after in zip(encoded, islice(encoded, 1, None), strict=False):
+        if before >= after:
+            break
+        run += 1
+    return run
+
+
+def _packed(encoded: Sequence[bytes]) -> tuple[bytes, np.ndarray]:
+    offsets = np.zeros(len(encoded) + 1, dtype=np.int64)
+    np.cumsum([len(e) for e in encoded], out=offsets[1:])
+    return b"".join(encoded), offsets
 
 
 class Bm25Index:
@@ -50,7 +128,7 @@ class Bm25Index:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._terms: dict[str, int] = {}
+        self._terms = _Terms()
         self._indptr = np.zeros(1, dtype=np.int64)
         self._ids = np.empty(0, dtype=np.int32)
         self._tf = np.empty(0, dtype=np.uint8)
@@ -80,7 +158,7 @@ class Bm25Index:
             for term, (ids, tf) in postings.items():
                 if len(ids) == 0:
                     continue
-                number = self._terms.setdefault(term, len(self._terms))
+                number = self._terms.number(term)
                 self._delta.setdefault(number, []).append((ids, tf))
                 self._doclen[ids] += tf  # a term's ids are distinct
                 self.tokens += int(tf.sum())
@@ -91,30 +169,75 @@ class Bm25Index:
                 self._merge()
 
     def save(self, path: str | os.PathLike[str]) -> None:
-        """Write the index to ``path`` (NumPy ``.npz``), atomically: a reader sees the old
-        file or the new one. ``load`` reads it back; postings added later are appended."""
-        target = Path(path)
-        partial = target.with_name(target.name + ".partial")
+        """Write the index to ``path`` (``mempp.array_file``: a checksummed header and raw
+        arrays), atomically: a reader sees the old file or the new one. ``load`` reads it
+        back; postings added later are appended."""
         with self._lock:
             if self._delta:
                 self._merge()
-            terms = "\0".join(self._terms).encode("utf-8")  # tokens never hold NUL
-            with open(partial, "wb") as out:
-                np.savez(
-                    out,
-                    format=np.array([_FILE_FORMAT, self.rows, self.tokens, self.max_id]),
-                    terms=np.frombuffer(terms, dtype=np.uint8),
-                    indptr=self._indptr,
-                    ids=self._ids,
-                    tf=self._tf,
-                    doclen=self._doclen[: self.max_id + 1],
-                    label=np.frombuffer(self.label.encode("utf-8"), dtype=np.uint8),
-                )
-        os.replace(partial, target)
+            encoded = [name.encode("utf-8") for name in self._terms]
+            run = _sorted_run(encoded)
+            blob, offsets = _packed(encoded)
+            meta = {
+                "kind": _FILE_KIND,
+                "version": _FILE_FORMAT,
+                "rows": self.rows,
+                "tokens": self.tokens,
+                "max_id": self.max_id,
+                "label": self.label,
+                "sorted_terms": run,  # terms 0 .. run-1 are in sorted order
+            }
+            arrays = {
+                "terms": np.frombuffer(blob, dtype=np.uint8),
+                "term_offsets": offsets,
+                "indptr": self._indptr,
+                "ids": self._ids,
+                "tf": self._tf,
+                "doclen": self._doclen[: self.max_id + 1],
+            }
+            array_file.write(path, meta, arrays)
 
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> Bm25Index:
-        """The index ``save`` wrote; ``ValueError`` naming the file if it is not one."""
+        """The index ``save`` wrote (or an earlier mempp's ``.npz``); ``ValueError`` naming
+        the file if it is not one."""
+        try:
+            with open(path, "rb") as source:
+                magic = source.read(len(array_file.MAGIC))
+        except OSError as error:
+            raise ValueError(f"{path}: not a BM25 index file ({error})") from None
+        if magic != array_file.MAGIC:
+            return cls._load_npz(path)
+        meta, arrays = array_file.read(path)
+        try:
+            if (meta["kind"], int(meta["version"])) != (_FILE_KIND, _FILE_FORMAT):
+                raise ValueError("another kind or version")
+            rows, tokens, max_id = (int(meta[k]) for k in ("rows", "tokens", "max_id"))
+            run, label = int(meta["sorted_terms"]), str(meta["label"])
+            blob, offsets = bytes(arrays["terms"]), arrays["term_offsets"]
+            indptr, ids, tf, doclen = (arrays[k] for k in ("indptr", "ids", "tf", "doclen"))
+            consistent = (
+                offsets.dtype == np.int64
+                and len(offsets) >= 1
+                and 0 <= run < len(offsets)
+                and int(offsets[0]) == 0
+                and int(offsets[-1]) == len(blob)
+                and bool(np.all(np.diff(offsets) >= 0))
+            )
+            if not consistent:
+                raise ValueError("its terms do not add up")
+            after = [
+                blob[int(offsets[n]) : int(offsets[n + 1])].decode("utf-8")
+                for n in range(run, len(offsets) - 1)
+            ]
+            terms = _Terms(_Run(blob[: int(offsets[run])], offsets[: run + 1]), after)
+        except (KeyError, TypeError, ValueError, UnicodeDecodeError) as error:
+            raise ValueError(f"{path}: not a BM25 index file ({error})") from None
+        return cls._assembled(path, terms, indptr, ids, tf, doclen, rows, tokens, max_id, label)
+
+    @classmethod
+    def _load_npz(cls, path: str | os.PathLike[str]) -> Bm25Index:
+        """The ``.npz`` of format 1 (mempp before the array file)."""
         try:
             with np.load(path, allow_pickle=False) as data:
                 arrays = {name: data[name] for name in data.files}
@@ -124,10 +247,27 @@ class Bm25Index:
             label = bytes(arrays["label"]).decode("utf-8")
         except (OSError, KeyError, ValueError, TypeError, UnicodeDecodeError) as error:
             raise ValueError(f"{path}: not a BM25 index file ({error})") from None
-        names = terms.split("\0") if terms else []
+        if version != 1:
+            raise ValueError(f"{path}: not a BM25 index file of format 1")
+        names = _Terms.from_names(terms.split("\0") if terms else [])
+        return cls._assembled(path, names, indptr, ids, tf, doclen, rows, tokens, max_id, label)
+
+    @classmethod
+    def _assembled(
+        cls,
+        path: str | os.PathLike[str],
+        terms: _Terms,
+        indptr: np.ndarray,
+        ids: np.ndarray,
+        tf: np.ndarray,
+        doclen: np.ndarray,
+        rows: int,
+        tokens: int,
+        max_id: int,
+        label: str,
+    ) -> Bm25Index:
         consistent = (
-            version == _FILE_FORMAT
-            and len(indptr) == len(names) + 1
+            len(indptr) == len(terms) + 1
             and int(indptr[0]) == 0
             and bool(np.all(np.diff(indptr) >= 0))
             and int(indptr[-1]) == len(ids) == len(tf)
@@ -135,9 +275,9 @@ class Bm25Index:
             and (len(ids) == 0 or int(ids.max()) <= max_id)
         )
         if not consistent:
-            raise ValueError(f"{path}: not a BM25 index file of format {_FILE_FORMAT}")
+            raise ValueError(f"{path}: not a BM25 index file (its arrays do not add up)")
         index = cls()
-        index._terms = {name: number for number, name in enumerate(names)}
+        index._terms = terms
         index._indptr, index._ids, index._tf = indptr, ids, tf
         index._doclen = np.zeros(max(1024, max_id + 1), dtype=np.float64)
         index._doclen[: max_id + 1] = doclen

@@ -102,8 +102,83 @@ class ExactVectorIndex:
         extra = (self._scales, self._order, self._scan_scope, self._sorted_event)
         return sum(a.nbytes for a in (*arrays, *extra))
 
+    @property
+    def scopes(self) -> list[str]:
+        """The tenants of the rows held, in code order."""
+        return list(self._scope_codes)
+
     def scope_code(self, scope: str) -> int:
         return self._scope_codes.setdefault(scope, len(self._scope_codes))
+
+    def export(self) -> dict[str, np.ndarray]:
+        """The rows as arrays, every row in the date-ordered part (merged first if a tail is
+        waiting): ``ids``, ``scope``, ``event``, ``active`` in arrival order; ``codes``,
+        ``scales`` and ``order`` (scan position -> arrival position) in scan order. With
+        ``scopes``, what ``restore`` needs."""
+        with self._lock:
+            if self._n > self._sorted_n:
+                self._reorder()
+            n = self._n
+            return {
+                "ids": self._ids[:n].copy(),
+                "scope": self._scope[:n].copy(),
+                "event": self._event[:n].copy(),
+                "active": self._active[:n].copy(),
+                "codes": self._codes[:n],  # replaced, never edited, by later appends
+                "scales": self._scales[:n],
+                "order": self._order[:n],
+            }
+
+    @classmethod
+    def restore(
+        cls,
+        dim: int,
+        arrays: dict[str, np.ndarray],
+        rows: int,
+        scopes: list[str],
+        exact_rows: ExactRows,
+    ) -> ExactVectorIndex:
+        """An index over what ``export`` gave, the arrays adopted as they are. They may hold
+        spare rows after the first ``rows`` (room for appends, all arrays alike).
+        ``ValueError`` if they do not describe a valid index."""
+        ids, scope, event, active = (arrays[k] for k in ("ids", "scope", "event", "active"))
+        codes, scales, order = arrays["codes"], arrays["scales"], arrays["order"]
+        capacity = len(ids)
+        n = rows
+        consistent = (
+            0 <= n <= capacity
+            and all(len(a) == capacity for a in (scope, event, active, codes, scales, order))
+            and codes.shape[1:] == (dim,)
+            and (ids.dtype, scope.dtype, event.dtype, active.dtype)
+            == (np.dtype(np.int64), np.dtype(np.int32), np.dtype(np.int64), np.dtype(bool))
+            and (codes.dtype, scales.dtype, order.dtype)
+            == (np.dtype(np.int8), np.dtype(np.float32), np.dtype(np.int64))
+            and bool(np.all(ids[1:n] > ids[: n - 1]))
+            and (n == 0 or (int(scope[:n].min()) >= 0 and int(scope[:n].max()) < len(scopes)))
+            and len(set(scopes)) == len(scopes)
+            and bool(np.all(scales[:n] > 0))
+        )
+        if consistent and n:
+            seen = np.zeros(n, dtype=bool)
+            inside = (order[:n] >= 0) & (order[:n] < n)
+            seen[order[:n][inside]] = True
+            consistent = bool(inside.all() and seen.all())
+        if consistent:
+            sorted_event = event[order[:n]]
+            consistent = bool(np.all(sorted_event[1:] >= sorted_event[:-1]))
+        if not consistent:
+            raise ValueError("ExactVectorIndex.restore: the arrays do not describe an index")
+        index = cls(dim, exact_rows=exact_rows)
+        index._ids, index._scope, index._event, index._active = ids, scope, event, active
+        index._codes, index._scales, index._order = codes, scales, order
+        index._scan_scope = np.empty(capacity, dtype=np.int32)
+        index._scan_scope[:n] = scope[order[:n]]
+        index._sorted_event = sorted_event
+        index._n = index._sorted_n = n
+        index._max_scale = float(scales[:n].max()) if n else 0.0
+        index._inactive = n - int(np.count_nonzero(active[:n]))
+        index._scope_codes = {name: code for code, name in enumerate(scopes)}
+        return index
 
     def append(
         self,
@@ -159,6 +234,37 @@ class ExactVectorIndex:
             positions = np.minimum(np.searchsorted(self._ids[:n], pairs[:, 0]), n - 1)
             known = self._ids[positions] == pairs[:, 0]
             self._active[positions[known]] = pairs[known, 1].astype(bool)
+            self._inactive = n - int(np.count_nonzero(self._active[:n]))
+
+    def set_archived(self, ids: np.ndarray) -> None:
+        """Every row held is active except rows ``ids`` (the whole state in one call)."""
+        with self._lock:
+            known = self._held(ids)
+            self._active[: self._n] = True
+            self._active[known] = False
+            self._inactive = len(np.unique(known))
+
+    def _held(self, ids: np.ndarray) -> np.ndarray:
+        """Arrival positions of those of ``ids`` the index holds (caller holds the lock)."""
+        n = self._n
+        ids = np.asarray(ids, dtype=np.int64)
+        if n == 0 or len(ids) == 0:
+            return np.empty(0, dtype=np.int64)
+        positions = np.minimum(np.searchsorted(self._ids[:n], ids), n - 1)
+        return positions[self._ids[positions] == ids]
+
+    def erase(self, ids: np.ndarray) -> None:
+        """Make rows ``ids`` what an erased row loads as (a zero vector: codes 0, scale 1)
+        and inactive, in place: their quantised copy leaves RAM and what ``export`` writes."""
+        with self._lock:
+            n = self._n
+            known = self._held(ids)
+            scan = np.flatnonzero(np.isin(self._order[:n], known))
+            self._codes[scan] = 0
+            self._scales[scan] = 1
+            if self._exact_rows is None:
+                self._exact[known] = 0
+            self._active[known] = False
             self._inactive = n - int(np.count_nonzero(self._active[:n]))
 
     def eligible(

@@ -95,8 +95,8 @@ class _ErasureMixin(_ChangeLogMixin):
         except sqlite3.Error as exc:
             raise StoreError(f"could not redact record {record_id}: {exc}") from None
         with self._lock:
-            self._index = None  # the in-RAM vectors are reloaded without the erased ones
             self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        self._erase_vectors(erased)
         self._forget_bm25()
         return run_id, erased
 

@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from mempp.bm25 import Bm25Index, postings_from_groups
+from mempp.errors import StoreError
 from mempp.filters import NO_FILTERS, Filters
 from mempp.query import LexicalQuery, storable_query
 from mempp.store.base import followers_in_order
@@ -23,10 +24,19 @@ from mempp.store.filter_sql import filter_condition
 from mempp.store.sqlite.records import _RecordsMixin
 from mempp.store.sqlite.schema import (
     BM25_FILE_SUFFIX,
+    BM25_LEGACY_SUFFIX,
     BUSY_TIMEOUT_S,
     FTS_TOKENIZE,
     _ClosedConnection,
 )
+from mempp.store.sqlite.vector_file import (
+    STALE_SHARE,
+    VECTOR_FILE_MIN_ROWS,
+    VECTOR_FILE_SUFFIX,
+    fingerprint,
+)
+from mempp.store.sqlite.vector_file import load as load_vector_index
+from mempp.store.sqlite.vector_file import save as save_vector_index
 from mempp.vectors import ExactVectorIndex
 
 
@@ -61,7 +71,7 @@ def _quoted(term: str) -> str:
     return '"' + term.replace('"', '""') + '"'
 
 
-# The BM25 replica is saved beside the database as <file>-bm25.npz and loaded next time if it
+# The BM25 replica is saved beside the database as <file>-bm25.arrays and loaded next time if it
 # still describes the file; it is rebuilt once the rows added since outnumber an eighth of it
 # (they are tokenised one by one at catch-up, the build reads FTS5's postings in bulk).
 _BM25_STALE_SHARE = 8
@@ -130,6 +140,16 @@ class _LegsMixin(_RecordsMixin):
     def warm(self, scope: str) -> None:
         # The vectors and the bm25 replica cover every scope of the file at once.
         with self._lock:
+            if (
+                self._bm25 is None
+                and self._bm25_thread is None
+                and self.location != ":memory:"
+                and any(
+                    Path(f"{self.location}{suffix}").exists()
+                    for suffix in (BM25_FILE_SUFFIX, BM25_LEGACY_SUFFIX)
+                )
+            ):
+                self._start_bm25_build()  # a saved replica loads while the vectors do
             self._vector_index()
             self._bm25_ready()  # on a large store, starts the replica's build
             building = self._bm25_thread
@@ -413,14 +433,17 @@ class _LegsMixin(_RecordsMixin):
             self._bm25, self._bm25_built = self._bm25_built, None
         if self._bm25 is None:
             if self._bm25_thread is None and len(index) >= self.bm25_min_rows:
-                self._bm25_thread = threading.Thread(
-                    target=self._build_bm25, name="mempp-bm25", daemon=True
-                )
-                self._bm25_thread.start()
+                self._start_bm25_build()
             return None
         if self._bm25.max_id < index.max_id:
             self._bm25_catch_up(self._bm25)
         return self._bm25
+
+    def _start_bm25_build(self) -> None:
+        self._bm25_thread = threading.Thread(
+            target=self._build_bm25, name="mempp-bm25", daemon=True
+        )
+        self._bm25_thread.start()
 
     def _build_bm25(self) -> None:
         """Load the replica saved beside the file, or read FTS5's postings once and save them
@@ -437,9 +460,14 @@ class _LegsMixin(_RecordsMixin):
             try:
                 bm25 = _saved_bm25(conn, saved)
                 if bm25 is None:
-                    bm25 = _bm25_from_fts5(conn)
+                    # An earlier mempp's .npz is read once and saved in today's format.
+                    legacy = Path(f"{self.location}{BM25_LEGACY_SUFFIX}")
+                    bm25 = _saved_bm25(conn, legacy)
+                    if bm25 is None:
+                        bm25 = _bm25_from_fts5(conn)
                     with contextlib.suppress(OSError):  # a read-only folder: build next time
                         bm25.save(saved)
+                        legacy.unlink(missing_ok=True)
             finally:
                 conn.close()
         except sqlite3.Error:
@@ -502,6 +530,11 @@ class _LegsMixin(_RecordsMixin):
         return [self._token_cache[t] for t in terms]
 
     # -- the in-RAM vector index --------------------------------------------------------
+    # The index is saved beside the file (vector_file) from this many rows on; rows held
+    # when it was last saved (or loaded).
+    vector_file_min_rows = VECTOR_FILE_MIN_ROWS
+    _vectors_saved = 0
+
     def _stored_vectors(self, ids: np.ndarray) -> np.ndarray:
         """The float32 vectors of rows ``ids``, in that order, read from the file."""
         with self._lock:
@@ -527,10 +560,10 @@ class _LegsMixin(_RecordsMixin):
             if encoder is None:
                 return None
             if self._index is None:
-                # The index keeps its int8 scan copy; candidates' float32 rows come from here.
-                self._index = ExactVectorIndex(encoder[1], exact_rows=self._stored_vectors)
+                self._index = self._open_vector_index(encoder)
             index = self._index
             held, held_max = len(index), index.max_id  # rows loaded now bring their own state
+            label = None
             self._conn.execute("BEGIN")  # one consistent snapshot for rows and epoch
             try:
                 epoch = self._conn.execute(
@@ -551,16 +584,92 @@ class _LegsMixin(_RecordsMixin):
                         (r[2] for r in rows),
                         (bool(r[3]) for r in rows),
                     )
-                states = None
+                archived = None
                 if epoch != self._seen_state_epoch and held:
-                    states = self._conn.execute(
-                        "SELECT id, state = 'active' FROM records WHERE id <= ?", (held_max,)
+                    # The archived ids (a walk of the state index per tenant), not every
+                    # row's state: the few that are not active say it all.
+                    archived = self._conn.execute(
+                        """SELECT id FROM records
+                           WHERE scope IN (SELECT value FROM json_each(?))
+                             AND state = 'archived'""",
+                        (json.dumps(index.scopes),),
                     ).fetchall()
+                if self._vector_file_due(index):
+                    label = fingerprint(self._conn, index.max_id)
             finally:
                 self._conn.execute("COMMIT")
-            if states is not None:
-                index.set_active((row_id, bool(active)) for row_id, active in states)
+            if archived is not None:
+                index.set_archived(np.fromiter((r[0] for r in archived), dtype=np.int64))
             self._seen_state_epoch = epoch
             self._seen_data_version = data_version
             self._dirty = False
+            if label is not None:
+                self._save_vector_index(index, encoder, label)
             return index
+
+    def _vector_file_due(self, index: ExactVectorIndex) -> bool:
+        """Whether to save the index: large enough, and never saved or an eighth larger."""
+        grown = len(index) - self._vectors_saved
+        return (
+            self._vector_file() is not None
+            and len(index) >= max(self.vector_file_min_rows, 1)
+            and grown * STALE_SHARE > self._vectors_saved
+        )
+
+    def _vector_file(self) -> Path | None:
+        return None if self.location == ":memory:" else Path(self.location + VECTOR_FILE_SUFFIX)
+
+    def _open_vector_index(self, encoder: tuple[str, int]) -> ExactVectorIndex:
+        """The index saved beside the file if it is this file's (its states as of the epoch
+        it was saved at, which the caller compares), else an empty one (caller holds the
+        lock)."""
+        path = self._vector_file()
+        loaded = None
+        if path is not None and path.exists():
+            loaded = load_vector_index(self._conn, path, encoder, self._stored_vectors)
+        if loaded is None:
+            self._vectors_saved = 0
+            return ExactVectorIndex(encoder[1], exact_rows=self._stored_vectors)
+        index, self._seen_state_epoch = loaded
+        self._vectors_saved = len(index)
+        return index
+
+    def _save_vector_index(
+        self, index: ExactVectorIndex, encoder: tuple[str, int], label: str
+    ) -> None:
+        """Save the index beside the file (caller holds the lock; the index's states are
+        those of ``_seen_state_epoch``); a folder that refuses it only costs the next process
+        a load from SQLite."""
+        path = self._vector_file()
+        assert path is not None
+        self._vectors_saved = len(index)  # a refused save is not retried on every write
+        with contextlib.suppress(OSError):
+            save_vector_index(path, index, encoder, label, self._seen_state_epoch)
+
+    def _erase_vectors(self, ids: Sequence[int]) -> None:
+        """After an erasure: the rows' quantised copies leave the in-RAM index and the file
+        beside the database (rewritten from the index when one is held, else removed)."""
+        with self._lock:
+            index = self._index
+            if index is not None:
+                index.erase(np.asarray(ids, dtype=np.int64))
+            path = self._vector_file()
+            if path is None:
+                return
+            try:
+                path.unlink(missing_ok=True)  # first: gone even if the rewrite fails
+            except OSError as exc:
+                raise StoreError(
+                    f"{path}: holds a copy of the erased vectors and could not be removed "
+                    f"({exc.strerror}); delete it by hand"
+                ) from None
+            encoder = self.encoder()
+            if index is None or encoder is None or len(index) < max(self.vector_file_min_rows, 1):
+                return
+            self._conn.execute("BEGIN")
+            try:
+                label = fingerprint(self._conn, index.max_id)
+            finally:
+                self._conn.execute("COMMIT")
+            if label is not None:
+                self._save_vector_index(index, encoder, label)

@@ -30,8 +30,10 @@ FTS_TOKENIZE = "porter unicode61 remove_diacritics 2"
 # Below this many records FTS5 ranks an OR query in a few ms; above it, the exact in-RAM
 # replica of its bm25() (mempp.bm25) is built in the background and used once ready.
 BM25_RAM_MIN_ROWS = 20_000
-# The BM25 replica is saved beside the database as <file>-bm25.npz (mempp.store.sqlite.legs).
-BM25_FILE_SUFFIX = "-bm25.npz"
+# The BM25 replica is saved beside the database as <file>-bm25.arrays (mempp.store.sqlite.legs);
+# mempp before the array file saved it as <file>-bm25.npz, read once and replaced.
+BM25_FILE_SUFFIX = "-bm25.arrays"
+BM25_LEGACY_SUFFIX = "-bm25.npz"
 
 # The columns of a record's content (what the triggers freeze), and "a redaction of row
 # {row} is under way in this transaction" (the one path that may change them).
@@ -467,8 +469,9 @@ class _SQLiteBase:
         with self._lock:
             self._bm25 = self._bm25_built = None
             self._bm25_thread = None
-        with contextlib.suppress(FileNotFoundError):
-            Path(f"{self.location}{BM25_FILE_SUFFIX}").unlink()
+        for suffix in (BM25_FILE_SUFFIX, BM25_LEGACY_SUFFIX):
+            with contextlib.suppress(FileNotFoundError):
+                Path(f"{self.location}{suffix}").unlink()
 
     def close(self) -> None:
         with self._lock:

@@ -1,0 +1,157 @@
+"""A file of named numpy arrays with a JSON header and a checksum per array.
+
+The in-RAM indexes save their arrays beside the database so that the next process reads them
+back in one pass instead of rebuilding them from SQLite. Layout (little-endian):
+
+    b"MEMPPARR" | header length (uint64) | header (UTF-8 JSON) | its CRC-32 (uint32)
+    | arrays, each 64-byte aligned
+
+The header holds the caller's ``meta`` object and, per array, its name, dtype, shape, offset
+and CRC-32. ``read`` refuses (``ValueError`` naming the file) anything that does not add up:
+another magic, a header that is not this layout's, a size that is not the sum of its parts
+(a truncated file), a checksum that differs (a damaged one). Writes go to a temporary file in
+the same folder, renamed over the target, so a reader sees the old file or the new one; two
+writers never share a temporary file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import zlib
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+MAGIC = b"MEMPPARR"
+_ALIGN = 64
+_CHUNK = 16 << 20  # bytes per read or checksum step
+
+
+def write(
+    path: str | os.PathLike[str], meta: Mapping[str, Any], arrays: Mapping[str, np.ndarray]
+) -> None:
+    """Write ``arrays`` (at least one dimension each; C-contiguous copies are taken where
+    needed) and ``meta`` (JSON) to ``path`` atomically. ``OSError`` if the folder refuses
+    the temporary file."""
+    target = Path(path)
+    laid_out = {name: np.ascontiguousarray(array) for name, array in arrays.items()}
+    if any(array.ndim == 0 or array.dtype.hasobject for array in laid_out.values()):
+        raise ValueError("array_file.write: arrays of numbers with at least one dimension")
+    entries = []
+    offset = 0
+    for name, array in laid_out.items():
+        offset = -(-offset // _ALIGN) * _ALIGN
+        entries.append(
+            {
+                "name": name,
+                "dtype": array.dtype.newbyteorder("<").str,
+                "shape": list(array.shape),
+                "offset": offset,
+                "crc32": _crc(array),
+            }
+        )
+        offset += array.nbytes
+    header = json.dumps({"meta": dict(meta), "arrays": entries}).encode("utf-8")
+    start = _data_start(len(header))
+    partial = target.with_name(f"{target.name}.{os.getpid()}-{threading.get_ident()}.partial")
+    try:
+        with _create(partial) as out:
+            out.write(MAGIC + len(header).to_bytes(8, "little") + header)
+            out.write(zlib.crc32(header).to_bytes(4, "little"))
+            for entry, array in zip(entries, laid_out.values(), strict=True):
+                out.seek(start + entry["offset"])
+                out.write(_bytes(array))
+            out.truncate(start + offset)
+        os.replace(partial, target)
+    except BaseException:
+        partial.unlink(missing_ok=True)
+        raise
+
+
+def read(
+    path: str | os.PathLike[str], spare: Callable[[int], int] | None = None
+) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    """The ``meta`` and arrays ``write`` stored, read into RAM (writable). ``spare(rows)``
+    gives an array of ``rows`` rows that many more after them (uninitialised), room to
+    append without a copy. ``ValueError`` naming the file if it is missing, truncated,
+    damaged or not this layout."""
+    try:
+        with open(path, "rb") as source:
+            head = source.read(len(MAGIC) + 8)
+            if len(head) != len(MAGIC) + 8 or head[: len(MAGIC)] != MAGIC:
+                raise ValueError("not an array file")
+            length = int.from_bytes(head[len(MAGIC) :], "little")
+            if length > 1 << 26:
+                raise ValueError("header too long")
+            raw = source.read(length)
+            if zlib.crc32(raw) != int.from_bytes(source.read(4), "little"):
+                raise ValueError("the header fails its checksum (damaged or truncated)")
+            header = json.loads(raw.decode("utf-8"))
+            start = _data_start(length)
+            size = os.fstat(source.fileno()).st_size
+            meta, entries = header["meta"], header["arrays"]
+            if not isinstance(meta, dict) or not isinstance(entries, list):
+                raise ValueError("not an array file header")
+            arrays = {}
+            end = start
+            for entry in entries:
+                name = str(entry["name"])
+                dtype = np.dtype(entry["dtype"])
+                shape = tuple(int(n) for n in entry["shape"])
+                if dtype.hasobject or not shape or any(n < 0 for n in shape):
+                    raise ValueError(f"array {name!r} has a bad dtype or shape")
+                offset = start + int(entry["offset"])
+                nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+                if offset < end or offset + nbytes > size:
+                    raise ValueError(f"array {name!r} lies outside the file (truncated?)")
+                extra = 0 if spare is None else max(0, int(spare(shape[0])))
+                buffer = np.empty((shape[0] + extra, *shape[1:]), dtype=dtype)
+                stored = buffer[: shape[0]]
+                source.seek(offset)
+                if _read_into(source, stored) != int(entry["crc32"]):
+                    raise ValueError(f"array {name!r} fails its checksum (damaged)")
+                arrays[name] = buffer
+                end = offset + nbytes
+            if end != size:
+                raise ValueError("file size does not match its header")
+    except ValueError as error:
+        raise ValueError(f"{path}: {error}") from None
+    except (OSError, KeyError, TypeError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise ValueError(f"{path}: not a readable array file ({error})") from None
+    return meta, arrays
+
+
+def _data_start(header_length: int) -> int:
+    return -(-(len(MAGIC) + 8 + header_length + 4) // _ALIGN) * _ALIGN
+
+
+def _create(path: Path) -> Any:
+    return open(path, "xb")
+
+
+def _bytes(array: np.ndarray) -> memoryview:
+    return memoryview(array.reshape(-1).view(np.uint8)) if array.size else memoryview(b"")
+
+
+def _crc(array: np.ndarray) -> int:
+    view = _bytes(array)
+    crc = 0
+    for at in range(0, len(view), _CHUNK):
+        crc = zlib.crc32(view[at : at + _CHUNK], crc)
+    return crc
+
+
+def _read_into(source: Any, array: np.ndarray) -> int:
+    """Fill ``array`` from ``source``; the CRC-32 of what was read."""
+    view = _bytes(array)
+    crc = 0
+    for at in range(0, len(view), _CHUNK):
+        chunk = view[at : at + _CHUNK]
+        if source.readinto(chunk) != len(chunk):
+            raise ValueError("the file ends early (truncated)")
+        crc = zlib.crc32(chunk, crc)
+    return crc

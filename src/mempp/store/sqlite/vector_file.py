@@ -1,0 +1,104 @@
+"""The vector index's scan copy saved beside the database, as ``<file>-vectors.arrays``.
+
+Loading a million float32 blobs through SQLite and quantising them takes tens of seconds;
+reading back the quantised copy takes well under one. The file (``mempp.array_file``: a JSON
+header, raw arrays, a CRC-32 each) holds what ``ExactVectorIndex.export`` gives: ids, scope
+codes, event keys and states in id order, int8 codes, scales and the date order in scan
+order, and in its header the scope names, the encoder (name, dimension), the state epoch
+the states were read at, and a fingerprint of the rows it covers.
+
+The fingerprint (newest id, that row's text hash, the number of redactions, the number of
+rows up to that id) ties the file to this database: ids are never reused in a file and rows
+are never deleted, so a file whose fingerprint matches describes every row up to its newest
+id, except for states, which the store re-reads (the archived ids only) when
+``mempp_meta.state_epoch`` moved since. Rows added since are read from SQLite (the catch-up);
+once they outnumber an eighth of the file's rows, the store saves the file again.
+
+A file that is missing, of another encoder, truncated, damaged or stale is ignored (the
+store reads SQLite, as without a file, and saves a new one); a folder that refuses the file
+only means the next process reads SQLite too. An erasure rewrites the file from the index
+(the erased rows' codes zeroed), or removes it: it holds a quantised copy of every vector.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+from mempp import array_file
+from mempp.vectors import ExactRows, ExactVectorIndex
+
+VECTOR_FILE_SUFFIX = "-vectors.arrays"
+# Below this many rows SQLite loads the vectors in well under a second: no file is saved.
+VECTOR_FILE_MIN_ROWS = 20_000
+# The file is saved again once the rows read from SQLite since outnumber this share of it.
+STALE_SHARE = 8
+
+_KIND = "mempp vector index"
+_VERSION = 1
+
+
+def fingerprint(conn: sqlite3.Connection, max_id: int) -> str | None:
+    """What a file covering rows up to ``max_id`` must say it covers (None: no such row).
+    Call inside the transaction that read the rows."""
+    row = conn.execute(
+        """SELECT hex(text_hash), (SELECT count(*) FROM redactions),
+                  (SELECT count(*) FROM records WHERE +id <= :max)
+           FROM records WHERE id = :max""",
+        {"max": max_id},
+    ).fetchone()
+    # +id: counted on the smallest index, not by walking the table's pages.
+    return None if row is None else f"{max_id}:{row[0]}:{row[1]}:{row[2]}"
+
+
+def load(
+    conn: sqlite3.Connection,
+    path: Path,
+    encoder: tuple[str, int],
+    exact_rows: ExactRows,
+) -> tuple[ExactVectorIndex, str] | None:
+    """The index saved at ``path`` and the state epoch of its states, if the file is this
+    database's and this encoder's; None otherwise (read SQLite instead)."""
+    try:
+        meta, arrays = array_file.read(path, spare=_spare)
+        rows = int(meta["rows"])
+        max_id = int(meta["max_id"])
+        if (meta["kind"], int(meta["version"])) != (_KIND, _VERSION):
+            return None
+        if (str(meta["encoder"]), int(meta["dim"])) != encoder:
+            return None
+        scopes = [str(s) for s in meta["scopes"]]
+        epoch = str(meta["state_epoch"])
+        index = ExactVectorIndex.restore(encoder[1], arrays, rows, scopes, exact_rows)
+    except (ValueError, KeyError, TypeError):
+        return None  # missing, damaged, truncated or not this layout: SQLite it is
+    if index.max_id != max_id or fingerprint(conn, max_id) != meta["fingerprint"]:
+        return None
+    return index, epoch
+
+
+def save(
+    path: Path, index: ExactVectorIndex, encoder: tuple[str, int], label: str, epoch: str
+) -> None:
+    """Write ``index`` to ``path``; ``label`` is ``fingerprint`` of its newest id and
+    ``epoch`` the state epoch its states were read at, both from one snapshot.
+    ``OSError`` if the folder refuses the file."""
+    arrays = index.export()
+    meta = {
+        "kind": _KIND,
+        "version": _VERSION,
+        "encoder": encoder[0],
+        "dim": encoder[1],
+        "rows": len(arrays["ids"]),
+        "max_id": int(arrays["ids"][-1]) if len(arrays["ids"]) else 0,
+        "scopes": index.scopes,
+        "state_epoch": epoch,
+        "fingerprint": label,
+    }
+    array_file.write(path, meta, arrays)
+
+
+def _spare(rows: int) -> int:
+    """Room for the catch-up to append without copying every array: an eighth more rows
+    (the share past which the file is saved again)."""
+    return rows // STALE_SHARE + 8192
