@@ -147,6 +147,20 @@ def test_concurrent_calls_and_worker_threads_agree(fp32: MiniLMEmbedder) -> None
     assert fp32.embed([]).shape == (0, 384)
 
 
+@needs_onnx
+def test_both_graphs_pass_the_onnx_checker(numpy_encoder: MiniLMEmbedder) -> None:
+    import onnx
+
+    from mempp.encoders.minilm_onnx import build_graph
+
+    e = numpy_encoder
+    for int8 in (False, True):
+        model = build_graph(e._word, e._position, (e._emb_ln_g, e._emb_ln_b), e._layers, int8=int8)
+        onnx.checker.check_model(model)
+        kinds = {node.op_type for node in model.graph.node}
+        assert ("MatMulInteger" in kinds) is int8
+
+
 @needs_weights
 @needs_onnx
 def test_encoders_by_name() -> None:
