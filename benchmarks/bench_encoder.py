@@ -1,7 +1,10 @@
-"""Throughput of mempp's numpy MiniLM encoder, and of sentence-transformers when importable.
+"""Throughput of mempp's MiniLM encoders, and of sentence-transformers when importable.
 
 Prints texts/s and word pieces/s on short chat-like turns and on long documents (at least 256
-pieces, so every one fills the window), plus the lowest cosine between the two encoders' vectors.
+pieces, so every one fills the window), and single-text calls (a question) in ms, for the numpy
+encoder, the ONNX Runtime float32 and int8 ones (with the ``onnx`` extra) and
+sentence-transformers; then each one's cosine to the numpy vectors (min / mean) and to the
+sentence-transformers vectors stored in ``tests/fixtures/minilm_reference.json``.
 sentence-transformers needs PyTorch, which mempp does not; run from an environment that has it::
 
     PYTHONPATH=src /work/refvenv/bin/python benchmarks/bench_encoder.py --batch-sizes 16,32,64
@@ -14,6 +17,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import importlib.util
+import json
 import os
 import random
 import time
@@ -54,16 +58,33 @@ def long_documents(n: int, seed: int = 1) -> list[str]:
     ]
 
 
+_NUMPY = "mempp (numpy)"
+_FIXTURE = Path(__file__).parents[1] / "tests" / "fixtures" / "minilm_reference.json"
+
+
 def _encoders(
-    model_dir: Path, batch_sizes: list[int], st_batch: int, with_st: bool, serial: bool
+    model_dir: Path,
+    batch_sizes: list[int],
+    st_batch: int,
+    with_st: bool,
+    serial: bool,
+    with_onnx: bool,
 ) -> dict[tuple[str, int], Callable[[list[str]], np.ndarray]]:
     encoders: dict[tuple[str, int], Callable[[list[str]], np.ndarray]] = {
-        ("mempp (numpy)", b): MiniLMEmbedder(batch_size=b).embed for b in batch_sizes
+        (_NUMPY, b): MiniLMEmbedder(batch_size=b).embed for b in batch_sizes
     }
     if serial:
         # The encoder before batches ran on worker threads: one multi-threaded BLAS.
         for b in batch_sizes:
             encoders["mempp (numpy), 1 worker", b] = MiniLMEmbedder(batch_size=b, workers=1).embed
+    if with_onnx and importlib.util.find_spec("onnxruntime") is not None:
+        from mempp.encoders.minilm_onnx import OnnxMiniLMEmbedder
+
+        for b in batch_sizes:
+            encoders["mempp onnx fp32 (minilm-onnx)", b] = OnnxMiniLMEmbedder(batch_size=b).embed
+            encoders["mempp onnx int8 (minilm-int8)", b] = OnnxMiniLMEmbedder(
+                batch_size=b, int8=True
+            ).embed
     if with_st and importlib.util.find_spec("sentence_transformers") is not None:
         import torch
         from sentence_transformers import SentenceTransformer
@@ -89,7 +110,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--batch-sizes", default="32", help="mempp batch sizes, comma-separated")
     parser.add_argument("--st-batch", type=int, default=64, help="sentence-transformers batch")
     parser.add_argument("--repeat", type=int, default=3, help="timed runs per figure (best kept)")
+    parser.add_argument("--queries", type=int, default=200, help="single-text calls timed")
     parser.add_argument("--no-st", action="store_true", help="skip sentence-transformers")
+    parser.add_argument("--no-onnx", action="store_true", help="skip the ONNX Runtime encoders")
     parser.add_argument(
         "--serial", action="store_true", help="also run mempp with one worker thread"
     )
@@ -105,10 +128,14 @@ def main(argv: Sequence[str] | None = None) -> None:
         for name, texts in datasets.items()
     }
     batch_sizes = [int(b) for b in args.batch_sizes.split(",")]
-    encoders = _encoders(model_dir, batch_sizes, args.st_batch, not args.no_st, args.serial)
+    encoders = _encoders(
+        model_dir, batch_sizes, args.st_batch, not args.no_st, args.serial, not args.no_onnx
+    )
+    questions = short_turns(args.queries, seed=2)
 
     best: dict[tuple[str, int, str], float] = {}
     vectors: dict[tuple[str, int, str], np.ndarray] = {}
+    query_ms: dict[tuple[str, int], list[float]] = {key: [] for key in encoders}
     for embed in encoders.values():
         embed(datasets["short"][:64])  # warm-up: lazy initialisation, thread pools
     # Encoders take turns within each round, so a burst of load elsewhere hits them alike.
@@ -120,25 +147,44 @@ def main(argv: Sequence[str] | None = None) -> None:
                 seconds = time.perf_counter() - start
                 key = (encoder, batch_size, name)
                 best[key] = min(best.get(key, float("inf")), seconds)
+            for question in questions:
+                start = time.perf_counter()
+                embed([question])
+                query_ms[encoder, batch_size].append(1000 * (time.perf_counter() - start))
 
     print(
         f"cpus: {os.cpu_count()}; short: {len(datasets['short'])} texts, {pieces['short']} "
         f"pieces; long: {len(datasets['long'])} texts, {pieces['long']} pieces (cut at 256); "
         f"best of {args.repeat}"
     )
-    print(f"{'encoder':<40} {'batch':>5} {'data':<6} {'texts/s':>9} {'pieces/s':>9}")
+    print(f"{'encoder':<40} {'batch':>5} {'data':<6} {'texts/s':>9} {'pieces/s':>9} {'x numpy':>7}")
     for (encoder, batch_size, name), seconds in best.items():
+        ratio = best[_NUMPY, batch_size, name] / seconds
         print(
             f"{encoder:<40} {batch_size:>5} {name:<6} {len(datasets[name]) / seconds:>9.1f} "
-            f"{pieces[name] / seconds:>9.0f}"
+            f"{pieces[name] / seconds:>9.0f} {ratio:>7.2f}"
         )
-    mempp_key = ("mempp (numpy)", batch_sizes[-1])
+    print(f"single-text calls ({len(questions)} per round, all rounds), ms p50 / p95:")
+    for (encoder, batch_size), times in query_ms.items():
+        p50, p95 = np.percentile(times, [50, 95])
+        print(f"  {encoder:<40} {batch_size:>5} {p50:>7.2f} / {p95:.2f}")
+    print("cosine to the numpy encoder, min / mean:")
+    numpy_key = (_NUMPY, batch_sizes[-1])
     for encoder, batch_size in encoders:
-        if encoder.startswith("sentence-transformers"):
-            for name in datasets:
-                ours, theirs = vectors[(*mempp_key, name)], vectors[encoder, batch_size, name]
-                cosine = float((ours * theirs).sum(axis=1).min())
-                print(f"min cosine mempp vs sentence-transformers, {name}: {cosine:.7f}")
+        if encoder == _NUMPY:
+            continue
+        for name in datasets:
+            cosine = (vectors[(*numpy_key, name)] * vectors[encoder, batch_size, name]).sum(axis=1)
+            print(
+                f"  {encoder:<40} {batch_size:>5} {name:<6} "
+                f"{cosine.min():.7f} / {cosine.mean():.7f}"
+            )
+    cases = json.loads(_FIXTURE.read_text(encoding="utf-8"))["cases"]
+    reference = np.array([c["vector"] for c in cases], dtype=np.float32)
+    print(f"cosine to sentence-transformers' stored vectors ({len(cases)} texts), min / mean:")
+    for (encoder, batch_size), embed in encoders.items():
+        cosine = (embed([c["text"] for c in cases]) * reference).sum(axis=1)
+        print(f"  {encoder:<40} {batch_size:>5} {cosine.min():.7f} / {cosine.mean():.7f}")
 
 
 if __name__ == "__main__":

@@ -66,8 +66,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--encoder",
         default=None,
-        help="minilm (local, the default) or openai (an OpenAI-compatible embeddings endpoint "
-        "from $MEMPP_EMBED_BASE_URL / $MEMPP_EMBED_MODEL); default: $MEMPP_ENCODER, else minilm",
+        help="minilm (local, the default), minilm-onnx / minilm-int8 (the same model on ONNX "
+        "Runtime, float32 / int8; needs mempp[onnx]) or openai (an OpenAI-compatible embeddings "
+        "endpoint from $MEMPP_EMBED_BASE_URL / $MEMPP_EMBED_MODEL); default: $MEMPP_ENCODER, "
+        "else minilm",
     )
     parser.add_argument("--version", action="version", version=f"mempp {_version()}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
