@@ -275,6 +275,17 @@ class _LegsMixin(_RecordsMixin):
         fast = self._tagged_in_ram(scope, labels, as_of, limit, filters)
         if fast is not None:
             return fast
+        return self._tagged_sql(scope, labels, as_of, limit, filters)
+
+    def _tagged_sql(
+        self,
+        scope: str,
+        labels: Sequence[str],
+        as_of: int | None,
+        limit: int,
+        filters: Filters,
+    ) -> list[int]:
+        """The tag leg in SQL (while the in-RAM postings are not read yet)."""
         date_condition = "" if as_of is None else " AND r.event_key <= :as_of"
         where, params = filter_condition(filters, "r", "sqlite")
         with self._lock:
