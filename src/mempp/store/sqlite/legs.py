@@ -322,7 +322,7 @@ class _LegsMixin(_RecordsMixin):
             postings = self._tags_ready(index)
             if postings is None:
                 return None
-            tail: dict[str, np.ndarray] = {}
+            grouped: dict[str, list[int]] = {}
             if index.max_id > postings.max_id:
                 # Rows past the postings, up to the vector index's last row (whose states
                 # decide eligibility): one seek on record_tags' key per asked label.
@@ -338,8 +338,8 @@ class _LegsMixin(_RecordsMixin):
                     },
                 ).fetchall()
                 for label, row_id in rows:
-                    tail.setdefault(label, []).append(row_id)  # type: ignore[arg-type]
-                tail = {k: np.array(v, dtype=np.int64) for k, v in tail.items()}
+                    grouped.setdefault(label, []).append(row_id)
+            tail = {label: np.array(ids, dtype=np.int64) for label, ids in grouped.items()}
             allowed = self._filtered_ids(scope, filters)
             return postings.search(
                 labels,
