@@ -221,3 +221,33 @@ def test_erasure_in_another_process_is_noticed(tmp_path: Path, rng: random.Rando
         with Memory(path, embedder=KeywordEmbedder()) as writer:  # another connection
             writer.redact(before[0], reason="test")
         assert memory.store.tagged("default", ["ana"], None, 1000) == before[1:]
+
+
+# -- the vector index's eligibility for every id at once (used by the lexical leg) ---------
+@pytest.mark.parametrize("gaps", [False, True])
+def test_eligible_by_id_equals_eligible(gaps: bool) -> None:
+    from mempp.vectors import ExactVectorIndex
+
+    generator = np.random.default_rng(16)
+    index = ExactVectorIndex(4)
+    count = 3000
+    ids = np.arange(5, 5 + count, dtype=np.int64)
+    if gaps:
+        ids = np.sort(generator.choice(10 * count, count, replace=False)) + 1
+    vectors = generator.standard_normal((count, 4)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    keys = [None if k < 50 else int(k) for k in generator.integers(0, 1000, count)]
+    scopes = generator.choice(["default", "other"], count).tolist()
+    index.append(ids, vectors, scopes, keys, (generator.random(count) < 0.8).tolist())
+    probe = np.concatenate([ids, np.arange(0, ids[-1] + 10, dtype=np.int64)])
+    allowed = np.sort(generator.choice(ids, count // 3, replace=False))
+    for scope in ("default", "other", "nobody"):
+        for as_of in (None, 300, 900):
+            for kept in (None, allowed):
+                dense = index.eligible_by_id(scope, as_of, kept)
+                inside = probe < len(dense)
+                got = np.zeros(len(probe), dtype=bool)
+                got[inside] = dense[probe[inside]]
+                assert (got == index.eligible(probe, scope, as_of, kept)).all()
+                wide = sqlite_legs._eligible(index, probe, scope, as_of, kept)
+                assert (wide == got).all()

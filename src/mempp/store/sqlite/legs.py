@@ -160,6 +160,31 @@ def _tag_postings_from_sql(conn: sqlite3.Connection) -> TagPostings:
     return postings
 
 
+# Above this share of the rows, candidates are checked against a mask of every id (one pass
+# over the rows) instead of looked up one by one (a binary search each): a disjunctive query
+# with a common word has most of a large store as candidates (measured at 1M: 27 -> 8 ms).
+_DENSE_ELIGIBLE_SHARE = 16
+
+
+def _eligible(
+    index: ExactVectorIndex,
+    ids: np.ndarray,
+    scope: str,
+    as_of: int | None,
+    allowed: np.ndarray | None,
+) -> np.ndarray:
+    """The vector index's eligibility mask over ``ids`` (which are known rows' ids or not)."""
+    if len(ids) * _DENSE_ELIGIBLE_SHARE <= len(index):
+        return index.eligible(ids, scope, as_of, allowed)
+    dense = index.eligible_by_id(scope, as_of, allowed)
+    inside = ids < len(dense)
+    if bool(inside.all()):
+        return dense[ids]
+    mask = np.zeros(len(ids), dtype=bool)
+    mask[inside] = dense[ids[inside]]
+    return mask
+
+
 class _LegsMixin(_RecordsMixin):
     """The retrieval legs, and the read-time lookups beside them (threads, recency)."""
 
@@ -256,7 +281,7 @@ class _LegsMixin(_RecordsMixin):
         return bm25.search(
             tokens,
             conjunctive=conjunctive,
-            eligible=lambda ids: index.eligible(ids, scope, as_of, allowed),
+            eligible=lambda ids: _eligible(index, ids, scope, as_of, allowed),
             limit=limit,
             extra=extra,
         )
