@@ -41,10 +41,7 @@ def brute_force(lists: list[list[int]], eligible: set[int], limit: int) -> list[
 )
 def test_rank_equals_brute_force(lists: list[set[int]], eligible: set[int], limit: int) -> None:
     arrays = [np.array(sorted(held), dtype=np.int64) for held in lists]
-    calls: list[int] = []
-
     def mask(ids: np.ndarray) -> np.ndarray:
-        calls.append(len(ids))
         return np.array([int(i) in eligible for i in ids], dtype=bool)
 
     got = rank_tagged(arrays, mask, limit)
