@@ -14,6 +14,10 @@ BLAS threading and once with ``OPENBLAS_NUM_THREADS=1`` set in the environment:
   ``warm()`` in another new process with both files saved, and the resident memory after it;
 * p50 / p95 / p99 (ms) of each leg alone (query encoding, lexical, tag, vector) and of the
   whole ``Memory.search``, with the as-of bound at ~50% and ~5% of the records and without;
+* inside ``Memory.search``, p50 / p95 of every part of it: each store call it makes (the
+  legs, the date leg, thread followers, recency keys, the reserve's latest unmatched rows,
+  fetching the hits), the query encoding, and the rest (fusion and glue), with the slowest
+  part named;
 * the numpy floor in the same process: mask-and-matvec over a float32 copy of the vectors
   with ``argpartition`` (the least an exact scan can cost), and the vector leg's recall@50
   against it.
@@ -300,6 +304,58 @@ def measure_warm(path: Path) -> dict[str, float]:
     return {"warm s": seconds, "peak rss GiB": rss_gib()[1]}
 
 
+# The store calls Memory.search makes, timed one by one inside it (see SearchParts).
+STORE_PARTS = (
+    "lexical",
+    "tagged",
+    "nearest",
+    "dated_within",
+    "thread_followers",
+    "recency_keys",
+    "latest_unmatched",
+    "get",
+)
+
+
+class SearchParts:
+    """Times every part of ``Memory.search``: wraps the store's read calls and the encoder's
+    ``embed`` on their instances, adding each call's time to the current search's parts; what
+    the parts do not cover is fusion and glue."""
+
+    def __init__(self, store: object, embedder: object) -> None:
+        self.current: dict[str, float] = {}
+        self.samples: dict[str, list[float]] = {}
+        for name in STORE_PARTS:
+            setattr(store, name, self._wrapped(name, getattr(store, name)))
+        embedder.embed = self._wrapped("encode", embedder.embed)  # type: ignore[attr-defined]
+
+    def _wrapped(self, name: str, call: Callable[..., object]) -> Callable[..., object]:
+        def timed_call(*args: object, **kwargs: object) -> object:
+            begun = time.perf_counter()
+            try:
+                return call(*args, **kwargs)
+            finally:
+                self.current[name] = self.current.get(name, 0.0) + time.perf_counter() - begun
+
+        return timed_call
+
+    def run(self, search: Callable[[], object]) -> tuple[float, object]:
+        """Time one search and keep its parts."""
+        self.current = {}
+        seconds, result = timed(search)
+        parts = {name: self.current.get(name, 0.0) for name in ("encode", *STORE_PARTS)}
+        parts["fusion and glue"] = seconds - sum(parts.values())
+        for name, value in parts.items():
+            self.samples.setdefault(name, []).append(value)
+        return seconds, result
+
+    def quantiles(self) -> dict[str, list[float]]:
+        """p50 / p95 / p99 (ms) per part, over the searches since the last call."""
+        out = {name: quantiles(values) for name, values in self.samples.items()}
+        self.samples = {}
+        return out
+
+
 def measure(path: Path, queries: int, seed: int) -> dict[str, object]:
     from threadpoolctl import threadpool_info
 
@@ -321,16 +377,15 @@ def measure(path: Path, queries: int, seed: int) -> dict[str, object]:
         embedder = memory.embedder
         limit = settings.candidates
         vectors = [embedder.embed([q])[0] for q in questions]
+        parts = SearchParts(store, embedder)
         legs: dict[str, Callable[[str, np.ndarray, int | None], object]] = {
             "encode": lambda q, v, b: embedder.embed([q]),
             "lexical": lambda q, v, b: store.lexical(scope, lexical_query(q, settings), b, limit),
             "tag": lambda q, v, b: store.tagged(scope, tag_labels(q, settings), b, limit),
             "vector": lambda q, v, b: store.nearest(scope, v, b, limit),
-            "search": lambda q, v, b: memory.search(
-                q, as_of=None if b is None else key_to_datetime(b)
-            ),
         }
         timings: dict[str, dict[str, list[float]]] = {}
+        search_parts: dict[str, dict[str, list[float]]] = {}
         found: dict[str, list[list[int]]] = {}
         for label, bound in bounds(path).items():
             timings[label] = {}
@@ -342,6 +397,13 @@ def measure(path: Path, queries: int, seed: int) -> dict[str, object]:
                     if leg == "vector":
                         found.setdefault(label, []).append(list(hits))  # type: ignore[arg-type]
                 timings[label][leg] = quantiles(samples)
+            as_of = None if bound is None else key_to_datetime(bound)
+            samples = []
+            for question in questions:
+                seconds, _ = parts.run(lambda q=question, a=as_of: memory.search(q, as_of=a))
+                samples.append(seconds)
+            timings[label]["search"] = quantiles(samples)
+            search_parts[label] = parts.quantiles()
         result["rss after searches GiB"] = rss_gib()[0]
         matrix, ids, keys = floor_matrix(path)
         recall: dict[str, float] = {}
@@ -365,6 +427,7 @@ def measure(path: Path, queries: int, seed: int) -> dict[str, object]:
                 got == exact for got, exact in zip(found[label], exact_lists, strict=True)
             ) / len(exact_lists)
         result["timings"] = timings
+        result["search parts"] = search_parts
         result["recall@50"] = recall
     return result
 
@@ -410,6 +473,13 @@ def report(size: int, built: dict[str, float], file_gib: float, runs: dict[str, 
             cells = "".join(f"{'{:.1f}/{:.1f}/{:.1f}'.format(*per_leg[leg]):>22}" for leg in legs)
             recall = run["recall@50"]
             print(f"    {label:6}{cells}   {recall[label]:.4f} {recall[label + ' identical']:.2f}")
+        print("    inside Memory.search, p50/p95 ms per part (the slowest part by p95 named):")
+        for label, per_part in run["search parts"].items():
+            cells = "  ".join(
+                f"{part} {values[0]:.1f}/{values[1]:.1f}" for part, values in per_part.items()
+            )
+            slowest = max(per_part, key=lambda part: per_part[part][1])
+            print(f"    {label:6}slowest: {slowest} (p95 {per_part[slowest][1]:.1f}); {cells}")
 
 
 def main() -> None:
@@ -427,6 +497,12 @@ def main() -> None:
         "--compare-src",
         type=Path,
         help="also measure the mempp package under this src/ folder (e.g. main's), same run",
+    )
+    parser.add_argument(
+        "--keep-saved",
+        action="store_true",
+        help="keep the BM25 replica saved beside the file and skip the first-warm() run "
+        "(which deletes it and builds it again: minutes at 1M)",
     )
     parser.add_argument("--child", choices=("cold", "warm", "measure"), help=argparse.SUPPRESS)
     parser.add_argument("--path", type=Path, help=argparse.SUPPRESS)
@@ -455,13 +531,15 @@ def main() -> None:
             sources = {f"{args.compare_src}, ": args.compare_src, "this checkout, ": None}
         saved = [Path(f"{path}{end}") for end in ("-bm25.arrays", "-vectors.arrays", "-bm25.npz")]
         for prefix, source in sources.items():
-            for file in saved:  # what an earlier run saved (-bm25.npz: mempp before the array file)
-                file.unlink(missing_ok=True)
-            warmed = child(["--child", "warm", *common], False, source)
-            first = {
-                "first warm s": warmed["warm s"],
-                "first warm peak rss GiB": warmed["peak rss GiB"],
-            }
+            first = {"first warm s": float("nan"), "first warm peak rss GiB": float("nan")}
+            if not args.keep_saved:
+                for file in saved:  # what an earlier run saved (-bm25.npz: before the array file)
+                    file.unlink(missing_ok=True)
+                warmed = child(["--child", "warm", *common], False, source)
+                first = {
+                    "first warm s": warmed["warm s"],
+                    "first warm peak rss GiB": warmed["peak rss GiB"],
+                }
             saved[1].unlink(missing_ok=True)  # the vectors from SQLite, the replica from its file
             sqlite_vectors = child(["--child", "warm", *common], False, source)
             first["sqlite vectors warm s"] = sqlite_vectors["warm s"]

@@ -21,6 +21,7 @@ from mempp.bm25 import Bm25Index
 from mempp.errors import StoreError
 from mempp.store.base import UNDATED_DEDUPE_KEY as UNDATED_KEY
 from mempp.store.migrations import Migration, newest, pending
+from mempp.tag_index import TagPostings
 from mempp.vectors import ExactVectorIndex
 
 T = TypeVar("T")
@@ -394,6 +395,9 @@ class _SQLiteBase:
         self._bm25: Bm25Index | None = None
         self._bm25_built: Bm25Index | None = None
         self._bm25_thread: threading.Thread | None = None
+        self._tags: TagPostings | None = None  # the tag leg's in-RAM postings
+        self._tags_built: TagPostings | None = None
+        self._tags_thread: threading.Thread | None = None
         self._token_cache: dict[str, tuple[str, ...]] = {}
         self._seen_data_version = -1
         self._seen_state_epoch = ""
@@ -479,6 +483,7 @@ class _SQLiteBase:
                 self._conn.close()
                 self._conn = _ClosedConnection(self.location)  # type: ignore[assignment]
             self._index = self._bm25 = self._bm25_built = None  # their RAM goes now
+            self._tags = self._tags_built = None
 
     def gather(self, calls: Sequence[Callable[[], T]]) -> list[T]:
         # One connection behind one lock: threads would only queue for it.
