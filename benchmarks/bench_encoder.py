@@ -7,7 +7,7 @@ sentence-transformers; then each one's cosine to the numpy vectors (min / mean) 
 sentence-transformers vectors stored in ``tests/fixtures/minilm_reference.json``.
 sentence-transformers needs PyTorch, which mempp does not; run from an environment that has it::
 
-    PYTHONPATH=src /work/refvenv/bin/python benchmarks/bench_encoder.py --batch-sizes 16,32,64
+    PYTHONPATH=src /path/to/torch-venv/bin/python benchmarks/bench_encoder.py --batch-sizes 16,32,64
 
 Other processes on the machine distort the figures; each one is the best of ``--repeat`` runs.
 """

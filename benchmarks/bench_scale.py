@@ -486,7 +486,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[100_000, 300_000, 1_000_000])
     parser.add_argument("--queries", type=int, default=200)
-    parser.add_argument("--cache", type=Path, default=Path("/work/wt/scale-cache"))
+    parser.add_argument(
+        "--cache", type=Path, default=Path(".mempp-cache/scale"), help="where the stores are kept"
+    )
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--batch", type=int, default=500, help="documents per write batch")
     parser.add_argument("--build-only", action="store_true", help="build the stores and stop")
