@@ -54,7 +54,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="systems to run, space or comma separated (default: all): mempp-paper "
         "mempp-default mempp-default-packed no-lex no-tag no-vec no-recency bm25 vector "
         "rag-512 rag-2048 rag-4096 full-context, or mempp:<preset>, rag-<N>; with an LLM "
-        "endpoint also the ablations mempp-consolidated and mempp-graph (only when named)",
+        "endpoint also the ablations mempp-consolidated, mempp-graph and mempp-fact-index "
+        "(only when named)",
     )
     parser.add_argument("--out", type=Path, default=None, help="default: bench-out/<benchmark>")
     parser.add_argument(
@@ -135,7 +136,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "--memory-model",
         default=None,
         metavar="NAME",
-        help="model of the LLM ablations (consolidation, graph extraction, graph entities); "
+        help="model of the LLM ablations (consolidation, graph extraction, graph entities, "
+        "fact extraction); "
         "default: the answer model",
     )
     llm.add_argument(
