@@ -73,7 +73,7 @@ INDEX_FILE = "facts.sqlite"
 MAX_FACTS_PER_RECORD = 20
 FACT_MAX_CHARS = 300  # a fact longer than this is cut at a word: facts are short statements
 PROMPT_TEXT_CHARS = 8_000  # a document's text is cut to this in the prompt (as for the graph)
-REPLY_MAX_TOKENS = 1024
+REPLY_MAX_TOKENS = 512  # 20 short facts fit; a small model that loops stops sooner
 BATCH = 32  # documents per progress step and per commit of the transport check
 
 FACTS_SYSTEM = f"""\
