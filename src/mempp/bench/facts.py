@@ -46,6 +46,7 @@ import numpy as np
 from mempp.bench.retrieve import clean_question, date_key
 from mempp.encoders import Embedder
 from mempp.errors import MemppError
+from mempp.graph import document_messages
 from mempp.query import lexical_query, storable_query
 from mempp.records import Record
 from mempp.settings import Settings
@@ -72,7 +73,6 @@ PROMPT_VERSION = 1  # part of the index key: a changed prompt builds a new index
 INDEX_FILE = "facts.sqlite"
 MAX_FACTS_PER_RECORD = 20
 FACT_MAX_CHARS = 300  # a fact longer than this is cut at a word: facts are short statements
-PROMPT_TEXT_CHARS = 8_000  # a document's text is cut to this in the prompt (as for the graph)
 REPLY_MAX_TOKENS = 512  # 20 short facts fit; a small model that loops stops sooner
 BATCH = 32  # documents per progress step and per commit of the transport check
 
@@ -100,14 +100,7 @@ class FactIndexError(MemppError):
 
 # -- extraction --------------------------------------------------------------------------------
 def fact_messages(record: Record) -> list[dict[str, str]]:
-    text = record.text
-    if len(text) > PROMPT_TEXT_CHARS:
-        text = text[:PROMPT_TEXT_CHARS].rstrip() + " [...]"
-    head = f"Document dated {record.date or 'unknown'}, author {record.author or 'unknown'}:"
-    return [
-        {"role": "system", "content": FACTS_SYSTEM},
-        {"role": "user", "content": f"{head}\n\n{text}"},
-    ]
+    return document_messages(FACTS_SYSTEM, record)
 
 
 def _cut(text: str) -> str:
