@@ -160,6 +160,18 @@ def test_extract_stores_triples_keyed_to_their_row_once(memory, server, llm) -> 
     assert content(memory) == before  # rows untouched
 
 
+def test_the_reply_budget_follows_the_rows_length(memory, server, llm) -> None:
+    # A short row cannot hold thousands of tokens of grounded triples; a model that loops is
+    # cut off early (a failed, pending row) instead of generating for minutes.
+    add(memory, "Ana leads Helix.", "Ana", "2024-01-10")
+    add(memory, "Helix notes. " * 2000, "Ben", "2024-01-11")
+    server.reply_json({"triples": []})
+    server.reply_json({"triples": []})
+    extract(memory, llm)
+    budgets = [request.body["max_tokens"] for request in server.requests]
+    assert budgets == [128 + len("Ana leads Helix.") // 2, 2048]
+
+
 @pytest.mark.parametrize(
     "reply",
     [

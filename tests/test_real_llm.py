@@ -147,7 +147,7 @@ def test_consolidate_and_undo(memory: Memory, llm: LLMClient) -> None:
         assert placeholder_problem({"text": text}) is None, f"placeholder stored: {text!r}"
     assert len(merged) == report.merged
     assert report.groups == sum(report.labels.values()) + report.failures
-    assert any(run.run_id == report.run_id for run in history(memory))
+    assert any(run.id == report.run_id for run in history(memory))
     outcome = f"{report.groups} groups: {report.labels}, {report.failures} failed"
     if report.superseded or report.archived:
         undone = undo(memory, report.run_id)

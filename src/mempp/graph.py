@@ -189,6 +189,14 @@ def parse_entities(reply: dict[str, Any]) -> list[str]:
 
 
 # -- extraction --------------------------------------------------------------------------------
+def triples_max_tokens(text: str) -> int:
+    """The reply budget for one row's triples. Grounded triples restate the row's own words,
+    so a reply far longer than the text is a model repeating itself (a small local model can
+    loop for thousands of tokens): about half a token per character of text, plus room for
+    the JSON wrapper, capped at 2,048."""
+    return min(2048, 128 + len(text[:PROMPT_TEXT_CHARS]) // 2)
+
+
 def document_messages(system: str, record: Record) -> list[dict[str, str]]:
     """``system`` and one document as the user message: a header with its date and author,
     then its text cut to :data:`PROMPT_TEXT_CHARS` (also the fact-index bench ablation's)."""
@@ -273,7 +281,7 @@ def _extract_each(
                 schema=TRIPLES_REPLY,
                 name="graph_triples",
                 check=lambda reply: _check_grounded(reply, messages),
-                max_tokens=2048,
+                max_tokens=triples_max_tokens(record.text),
             )
         except LLMError as exc:
             return record_id, f"{type(exc).__name__}: {exc}"

@@ -46,7 +46,7 @@ import numpy as np
 from mempp.bench.retrieve import clean_question, date_key
 from mempp.encoders import Embedder
 from mempp.errors import MemppError
-from mempp.graph import document_messages
+from mempp.graph import document_messages, triples_max_tokens
 from mempp.query import lexical_query, storable_query
 from mempp.records import Record
 from mempp.settings import Settings
@@ -73,7 +73,7 @@ PROMPT_VERSION = 1  # part of the index key: a changed prompt builds a new index
 INDEX_FILE = "facts.sqlite"
 MAX_FACTS_PER_RECORD = 20
 FACT_MAX_CHARS = 300  # a fact longer than this is cut at a word: facts are short statements
-REPLY_MAX_TOKENS = 512  # 20 short facts fit; a small model that loops stops sooner
+REPLY_MAX_TOKENS = 1024  # at most; the budget follows the document's length (see below)
 BATCH = 32  # documents per progress step and per commit of the transport check
 
 FACTS_SYSTEM = f"""\
@@ -152,7 +152,9 @@ def extract_facts(llm: LLMClient, record: Record) -> list[str]:
         schema=FACTS_REPLY,
         name="fact_index_facts",
         check=lambda value: _check(value, source),
-        max_tokens=REPLY_MAX_TOKENS,
+        # Facts restate the document's words, as triples do: a reply far longer than the text
+        # is a small model looping, cut off early by the graph's length-based budget.
+        max_tokens=min(REPLY_MAX_TOKENS, triples_max_tokens(record.text)),
     )
     return grounded_facts(reply, source)
 
