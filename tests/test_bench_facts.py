@@ -314,3 +314,28 @@ def test_mempp_fact_index_needs_an_endpoint() -> None:
     (system,) = systems.select("locomo", ["mempp-fact-index"], llm=True)
     assert system.ablation == "facts" and system.settings == preset("paper-locomo")
     assert system.to_dict()["fact_legs"] == ["lex", "vec"]
+
+
+def test_fact_limit_bounds_the_calls_and_says_what_is_left(
+    tmp_path: Path, fact_server: FakeOpenAI, fact_model: FactModel
+) -> None:
+    data = write_ablation_locomo(tmp_path / "data")
+    flags = ("--systems", "mempp-fact-index", *llm_flags(fact_server))
+    embedder = TopicEmbedder(TOPICS)
+    code, results = run_cli(
+        tmp_path, data, "locomo", *flags, "--fact-limit", "2", embedder=embedder
+    )
+    assert code == 0
+    info = results["llm"]["fact_index"]
+    assert info["pending"] == 2 and info["left_pending"] == 3 and info["documents"] == 2
+    assert fact_model.kinds.count("facts") == 2
+    markdown = (tmp_path / "out" / "results.md").read_text("utf-8")
+    assert "3 more not asked (--fact-limit)" in markdown
+    # With 0 nothing is asked: the partial index is searched as it is.
+    code, again = run_cli(tmp_path, data, "locomo", *flags, "--fact-limit", "0", embedder=embedder)
+    assert code == 0 and fact_model.kinds.count("facts") == 2
+    assert again["llm"]["fact_index"]["left_pending"] == 3
+    launch = rows_of(again, "mempp-fact-index")["locomo-1-q0"]
+    assert launch["legs_fired"]["vec"] == 2  # the two documents indexed so far
+    code, _ = run_cli(tmp_path, data, "locomo", *flags, "--fact-limit", "-1", embedder=embedder)
+    assert code == 2

@@ -377,6 +377,7 @@ class FactIndexCopy:
     facts: int = 0
     failures: int = 0
     failed: dict[str, str] = field(default_factory=dict)
+    left: int = 0  # pending documents not asked this run (the limit), still unindexed
     documents: int = 0  # documents with facts, over the scopes of the run
     stored_facts: int = 0
     seconds: float = 0.0
@@ -392,6 +393,7 @@ class FactIndexCopy:
             "facts_now": self.facts,
             "failures": self.failures,
             "failed": dict(list(self.failed.items())[:20]),  # a sample; the count is above
+            "left_pending": self.left,
             "documents": self.documents,
             "facts": self.stored_facts,
             "reused": self.pending == 0,
@@ -407,11 +409,13 @@ def fact_index(
     embedder: Embedder,
     *,
     max_workers: int = 1,
+    limit: int | None = None,
     progress: bool = True,
 ) -> tuple[FactIndex, FactIndexCopy]:
     """The fact index of the benchmark store (``store``, read only), with facts extracted for
-    every stored document of ``scopes`` not yet extracted (one call per document). Returns
-    the open index (the caller closes it) and what this run did."""
+    every stored document of ``scopes`` not yet extracted (one call per document; at most
+    ``limit`` documents, in scope and id order, when given: the rest stays pending, unindexed,
+    and counted). Returns the open index (the caller closes it) and what this run did."""
     from mempp.bench.ablations import _transport_failure
 
     started = time.perf_counter()
@@ -427,6 +431,11 @@ def fact_index(
             if record_id is not None and scope in wanted:
                 by_scope.setdefault(scope, []).append(record_id)
         pending = {scope: index.pending(scope, by_scope.get(scope, [])) for scope in scopes}
+        if limit is not None:
+            budget = limit
+            for scope, ids in pending.items():
+                copy.left += max(0, len(ids) - budget)
+                pending[scope], budget = ids[:budget], max(0, budget - len(ids))
         copy.pending = sum(len(ids) for ids in pending.values())
         with _bar(copy.pending, progress) as bar:
             for scope, ids in pending.items():

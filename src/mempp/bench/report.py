@@ -316,7 +316,8 @@ def _answer_section(results: Mapping[str, Any], llm: Mapping[str, Any]) -> list[
         lines.append(
             f"- mempp-fact-index: `{fact_index['model']}`, {fact_index['pending']} document(s) "
             f"asked this run ({fact_index['facts_now']} facts, {fact_index['failures']} failed, "
-            f"left pending); {fact_index['documents']} document(s) indexed with "
+            f"left pending); {fact_index.get('left_pending', 0)} more not asked (--fact-limit); "
+            f"{fact_index['documents']} document(s) indexed with "
             f"{fact_index['facts']} facts; {'reused' if fact_index['reused'] else 'extended now'}"
         )
     return lines

@@ -82,6 +82,8 @@ class RunOptions:
     extra: dict[str, Any] = field(default_factory=dict)  # recorded as is (e.g. the command)
     # Another engine (a PostgreSQL URL): the mempp systems read a copy of the cached store there.
     engine_url: str | None = None
+    # mempp-fact-index: documents asked for facts this run at most (None: every pending one).
+    fact_limit: int | None = None
 
     @property
     def judges(self) -> bool:
@@ -259,6 +261,7 @@ def run(
                     clients.memory,
                     embedder,
                     max_workers=width,
+                    limit=options.fact_limit,
                     progress=options.progress,
                 )
                 timings["fact_extraction_s"] = round(time.perf_counter() - clock, 3)
