@@ -63,8 +63,10 @@ __all__ = [
     "FACTS_SYSTEM",
     "FactIndex",
     "FactIndexCopy",
+    "FactIndexError",
     "extract_facts",
     "fact_index",
+    "fact_legs",
     "fact_messages",
     "grounded_facts",
 ]
@@ -74,7 +76,7 @@ INDEX_FILE = "facts.sqlite"
 MAX_FACTS_PER_RECORD = 20
 FACT_MAX_CHARS = 300  # a fact longer than this is cut at a word: facts are short statements
 REPLY_MAX_TOKENS = 1024  # at most; the budget follows the document's length (see below)
-BATCH = 32  # documents per progress step and per commit of the transport check
+BATCH = 32  # documents read from the store at a time; the transport check runs per batch
 
 FACTS_SYSTEM = f"""\
 You list the facts that one document from an organization's memory states, for a search index.
