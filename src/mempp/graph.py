@@ -197,15 +197,21 @@ def triples_max_tokens(text: str) -> int:
     return min(2048, 128 + len(text[:PROMPT_TEXT_CHARS]) // 2)
 
 
-def triple_messages(record: Record) -> list[dict[str, str]]:
+def document_messages(system: str, record: Record) -> list[dict[str, str]]:
+    """``system`` and one document as the user message: a header with its date and author,
+    then its text cut to :data:`PROMPT_TEXT_CHARS` (also the fact-index bench ablation's)."""
     text = record.text
     if len(text) > PROMPT_TEXT_CHARS:
         text = text[:PROMPT_TEXT_CHARS].rstrip() + " [...]"
     head = f"Document dated {record.date or 'unknown'}, author {record.author or 'unknown'}:"
     return [
-        {"role": "system", "content": TRIPLES_SYSTEM},
+        {"role": "system", "content": system},
         {"role": "user", "content": f"{head}\n\n{text}"},
     ]
+
+
+def triple_messages(record: Record) -> list[dict[str, str]]:
+    return document_messages(TRIPLES_SYSTEM, record)
 
 
 def grounded_triples(reply: dict[str, Any], messages: list[dict[str, str]]) -> list[Triple]:

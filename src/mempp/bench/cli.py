@@ -54,7 +54,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="systems to run, space or comma separated (default: all): mempp-paper "
         "mempp-default mempp-default-packed no-lex no-tag no-vec no-recency bm25 vector "
         "rag-512 rag-2048 rag-4096 full-context, or mempp:<preset>, rag-<N>; with an LLM "
-        "endpoint also the ablations mempp-consolidated and mempp-graph (only when named)",
+        "endpoint also the ablations mempp-consolidated, mempp-graph and mempp-fact-index "
+        "(only when named)",
     )
     parser.add_argument("--out", type=Path, default=None, help="default: bench-out/<benchmark>")
     parser.add_argument(
@@ -135,7 +136,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "--memory-model",
         default=None,
         metavar="NAME",
-        help="model of the LLM ablations (consolidation, graph extraction, graph entities); "
+        help="model of the LLM ablations (consolidation, graph extraction, graph entities, "
+        "fact extraction); "
         "default: the answer model",
     )
     llm.add_argument(
@@ -158,6 +160,14 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         action="store_true",
         help="mempp-graph as in the paper: undated triples, no as-of filter "
         "(default: dated triples that obey the as-of date)",
+    )
+    llm.add_argument(
+        "--fact-limit",
+        type=int,
+        default=None,
+        metavar="N",
+        help="mempp-fact-index: ask for the facts of at most N more documents this run (0: "
+        "none); the others stay pending and unindexed, and the report says how many",
     )
     parser.add_argument(
         "--engine-url",
@@ -236,6 +246,8 @@ def _run(args: argparse.Namespace, embedder: Any, spans: Any) -> int:
         raise InvalidInput("--window and --limit must be >= 1, --resamples >= 0")
     if args.judge_runs < 1 or (args.llm_concurrency is not None and args.llm_concurrency < 1):
         raise InvalidInput("--judge-runs and --llm-concurrency must be >= 1")
+    if args.fact_limit is not None and args.fact_limit < 0:
+        raise InvalidInput("--fact-limit must be >= 0")
     llm_options = llm_eval.LLMOptions.resolve(
         base_url=args.llm_base_url,
         answer_model=args.answer_model,
@@ -295,6 +307,7 @@ def _run(args: argparse.Namespace, embedder: Any, spans: Any) -> int:
         answer_systems=answered,
         llm=llm_options,
         engine_url=args.engine_url,
+        fact_limit=args.fact_limit,
         extra={
             "options": {
                 key: _recorded(key, value)

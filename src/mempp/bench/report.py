@@ -293,7 +293,8 @@ def _answer_section(results: Mapping[str, Any], llm: Mapping[str, Any]) -> list[
         rows.append(row)
     lines += _table(header, rows)
     consolidation, graph = llm.get("consolidation"), llm.get("graph")
-    if consolidation or graph:
+    fact_index = llm.get("fact_index")
+    if consolidation or graph or fact_index:
         lines += ["", "LLM ablations:", ""]
     if consolidation:
         labels = ", ".join(f"{n} {label}" for label, n in consolidation["labels"].items())
@@ -310,6 +311,14 @@ def _answer_section(results: Mapping[str, Any], llm: Mapping[str, Any]) -> list[
             f"- mempp-graph: `{graph['model']}`, {graph['pending']} row(s) extracted this run "
             f"({graph['triples_now']} triples, {graph['failures']} failed); "
             f"{'reused' if graph['reused'] else 'extended now'}"
+        )
+    if fact_index:
+        lines.append(
+            f"- mempp-fact-index: `{fact_index['model']}`, {fact_index['pending']} document(s) "
+            f"asked this run ({fact_index['facts_now']} facts, {fact_index['failures']} failed, "
+            f"left pending); {fact_index.get('left_pending', 0)} more not asked (--fact-limit); "
+            f"{fact_index['documents']} document(s) indexed with "
+            f"{fact_index['facts']} facts; {'reused' if fact_index['reused'] else 'extended now'}"
         )
     return lines
 

@@ -7,7 +7,8 @@ any LLM ablation run):
 
 * ``RunOptions.llm`` (an endpoint): the built-in answer + judge step of
   :mod:`mempp.bench.llm_eval`, run after retrieval, questions in parallel; the LLM ablations
-  (``mempp-consolidated``, ``mempp-graph``, :mod:`mempp.bench.ablations`) need it too.
+  (``mempp-consolidated``, ``mempp-graph``, :mod:`mempp.bench.ablations`; ``mempp-fact-index``,
+  :mod:`mempp.bench.facts`) need it too.
 * an ``AnswerHook``, called per question with the question and the system's rendered evidence
   (uncut: the answerer applies its own window, as the OrgMemBench harness does); whatever
   mapping it returns is stored in the question's row (a numeric ``"score"`` is also aggregated
@@ -27,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from mempp.bench import ablations, cache, llm_eval
+from mempp.bench import ablations, cache, facts, llm_eval
 from mempp.bench.aggregate import aggregate, paired_delta
 from mempp.bench.chunking import TOKENIZER_NAME, TokenSpans, chunk_history, word_piece_spans
 from mempp.bench.datasets import Benchmark, Question
@@ -81,6 +82,8 @@ class RunOptions:
     extra: dict[str, Any] = field(default_factory=dict)  # recorded as is (e.g. the command)
     # Another engine (a PostgreSQL URL): the mempp systems read a copy of the cached store there.
     engine_url: str | None = None
+    # mempp-fact-index: documents asked for facts this run at most (None: every pending one).
+    fact_limit: int | None = None
 
     @property
     def judges(self) -> bool:
@@ -197,6 +200,7 @@ def run(
     timings["ingest_s"] = round(time.perf_counter() - clock, 3)
     clients = llm_eval.BenchClients(options.llm, cache_dir) if options.llm is not None else None
     stores: list[Store] = []
+    fact_index: facts.FactIndex | None = None
     llm_info: dict[str, Any] = {}
     try:
         store = open_store(ingested.path)
@@ -248,12 +252,27 @@ def run(
                 graph_store = open_store(graph.path)
                 stores.append(graph_store)
                 llm_info["graph"] = graph.to_dict()
+            if any(s.ablation == "facts" for s in systems):
+                clock = time.perf_counter()
+                fact_index, built = facts.fact_index(
+                    ingested,
+                    stores[0],
+                    scopes,
+                    clients.memory,
+                    embedder,
+                    max_workers=width,
+                    limit=options.fact_limit,
+                    progress=options.progress,
+                )
+                timings["fact_extraction_s"] = round(time.perf_counter() - clock, 3)
+                llm_info["fact_index"] = built.to_dict()
         context = _Context(
             retrievers,
             rag,
             FullContext(store, records_of_scope),
             ingested.record_items,
             options,
+            fact_index,
         )
 
         spent: dict[str, list[float]] = {s.name: [] for s in systems}
@@ -333,6 +352,8 @@ def run(
     finally:
         for open_one in stores:
             open_one.close()
+        if fact_index is not None:
+            fact_index.close()
         if clients is not None:
             clients.close()
 
@@ -413,13 +434,15 @@ def run(
 @dataclass(slots=True)
 class _Context:
     """What running one system on one question needs. ``retrievers[None]`` reads the
-    benchmark store; ``retrievers["consolidated"]`` its consolidated copy."""
+    benchmark store; ``retrievers["consolidated"]`` its consolidated copy; ``fact_index`` is
+    the fact index of ``mempp-fact-index``."""
 
     retrievers: dict[str | None, MemppRetriever]
     rag: dict[int, RagIndex]
     full: FullContext
     record_items: Mapping[int, Sequence[str]]
     options: RunOptions
+    fact_index: facts.FactIndex | None = None
 
 
 def _run_one(
@@ -443,7 +466,10 @@ def _run_one(
             "consolidated" if system.ablation == "consolidated" else None
         ]
         query_vector = vector if settings.w_vec > 0 else None
-        legs = retriever.legs(question.scope, question.text, query_vector, as_of, settings)
+        if system.ablation == "facts":
+            legs = _fact_legs(context, question, query_vector, as_of, settings)
+        else:
+            legs = retriever.legs(question.scope, question.text, query_vector, as_of, settings)
         hits = retriever.hits(question.scope, legs, as_of, settings, settings.k)
         query = clean_question(question.text)
         result = retriever.retrieved(hits, options.style, system.packing, query)
@@ -462,6 +488,23 @@ def _run_one(
         question.scope, as_of, options.window, context.record_items, options.style
     )
     return result, extra, time.perf_counter() - tick
+
+
+def _fact_legs(
+    context: _Context,
+    question: Question,
+    vector: np.ndarray | None,
+    as_of: int | None,
+    settings: Settings,
+) -> LegLists:
+    """The preset's legs with the lexical and vector ones searching the fact index instead of
+    the documents (the tag leg and the date leg still read the documents)."""
+    assert context.fact_index is not None
+    scope, text = question.scope, question.text
+    documents_only = settings.with_(w_lex=0.0, w_vec=0.0)
+    base = context.retrievers[None].legs(scope, text, None, as_of, documents_only)
+    lex, vec = facts.fact_legs(context.fact_index, scope, text, vector, as_of, settings)
+    return LegLists(lex, base.tag, vec, base.dated)
 
 
 def _sweep(

@@ -16,13 +16,16 @@
 * ``full-context``: the history in date order, read up to the answer window.
 * ``mempp:<preset>``: any other library preset, by name.
 
-Two LLM ablations exist only when an LLM endpoint is configured, and run only when named
-(they cost calls per stored row; see ``mempp.bench.ablations``):
+Three LLM ablations exist only when an LLM endpoint is configured, and run only when named
+(they cost calls per stored row; see ``mempp.bench.ablations`` and ``mempp.bench.facts``):
 
 * ``mempp-consolidated``: the paper preset searched over a copy of the store consolidated once
   (``mempp.consolidate``, threshold 0.85).
 * ``mempp-graph``: Mem^g++, the paper preset plus at most 5 entity-graph facts per question
   (``mempp.graph``); dated triples by default, the paper's undated ones with ``graph_dated=False``.
+* ``mempp-fact-index``: "w/ fact index", the paper preset whose lexical and vector legs search
+  LLM-extracted facts instead of the documents, each fact standing for its document
+  (``mempp.bench.facts``); the answerer reads the original documents.
 """
 
 from __future__ import annotations
@@ -35,11 +38,12 @@ from mempp.packing import PackingOptions
 from mempp.settings import Settings, preset
 
 Kind = Literal["mempp", "rag", "full"]
-Ablation = Literal["consolidated", "graph"]
+Ablation = Literal["consolidated", "graph", "facts"]
 DEFAULT_RAG_SIZES = (512, 2048, 4096)
 CONSOLIDATED = "mempp-consolidated"
 GRAPH = "mempp-graph"
-LLM_SYSTEMS = (CONSOLIDATED, GRAPH)
+FACT_INDEX = "mempp-fact-index"
+LLM_SYSTEMS = (CONSOLIDATED, GRAPH, FACT_INDEX)
 PACKED = "mempp-default-packed"
 CONSOLIDATION_THRESHOLD = 0.85  # the paper's tau (and mempp.consolidate's default)
 NEEDS_ENDPOINT = (
@@ -88,8 +92,10 @@ class System:
             out["ablation"] = self.ablation
             if self.ablation == "consolidated":
                 out["consolidation_threshold"] = CONSOLIDATION_THRESHOLD
-            else:
+            elif self.ablation == "graph":
                 out["graph_dated"] = self.graph_dated
+            else:
+                out["fact_legs"] = ["lex", "vec"]
         return out
 
 
@@ -150,6 +156,14 @@ def llm_systems(benchmark: str, *, graph_dated: bool = True) -> list[System]:
             ablation="graph",
             graph_dated=graph_dated,
         ),
+        System(
+            FACT_INDEX,
+            "mempp",
+            f"{paper_name} with its lexical and vector legs over LLM-extracted facts, "
+            "each fact standing for its document",
+            paper,
+            ablation="facts",
+        ),
     ]
 
 
@@ -164,8 +178,8 @@ def select(
     """The systems named (all standard ones when ``names`` is empty), in the order named.
 
     ``llm`` says whether an LLM endpoint is configured: only then are the LLM ablations
-    (``mempp-consolidated``, ``mempp-graph``) available, and even then only when named, since
-    they cost LLM calls per stored row.
+    (``mempp-consolidated``, ``mempp-graph``, ``mempp-fact-index``) available, and even then
+    only when named, since they cost LLM calls per stored row.
     """
     known = catalogue(benchmark, rag_sizes)
     if not names:
