@@ -120,11 +120,11 @@ def _ranked(memory: Memory, question: str) -> list[int] | None:
 
 
 def test_replica_is_saved_beside_the_file_and_reused_while_it_matches(db_path, monkeypatch) -> None:
-    from mempp.store.sqlite import legs
+    from mempp.store.sqlite import replicas
 
     rng = random.Random(11)
     docs = [" ".join(rng.choice(WORDS) for _ in range(rng.randint(3, 30))) for _ in range(300)]
-    saved = Path(f"{db_path}{legs.BM25_FILE_SUFFIX}")
+    saved = Path(f"{db_path}{replicas.BM25_FILE_SUFFIX}")
     with Memory(db_path, embedder=KeywordEmbedder(["budget"])) as memory:
         memory.add_many(docs)
         memory.store.bm25_min_rows = 0
@@ -132,8 +132,10 @@ def test_replica_is_saved_beside_the_file_and_reused_while_it_matches(db_path, m
         expected = _ranked(memory, "budget plan review")
     assert saved.exists()
     built = []
-    real_build = legs._bm25_from_fts5
-    monkeypatch.setattr(legs, "_bm25_from_fts5", lambda conn: built.append(1) or real_build(conn))
+    real_build = replicas._bm25_from_fts5
+    monkeypatch.setattr(
+        replicas, "_bm25_from_fts5", lambda conn: built.append(1) or real_build(conn)
+    )
     with Memory(db_path, embedder=KeywordEmbedder(["budget"])) as memory:
         memory.store.bm25_min_rows = 0
         _wait_for_replica(memory)
@@ -165,13 +167,13 @@ def test_a_replica_saved_as_npz_by_an_earlier_mempp_is_loaded_and_replaced(
     db_path, monkeypatch
 ) -> None:
     from mempp.bm25 import Bm25Index
-    from mempp.store.sqlite import legs
+    from mempp.store.sqlite import replicas
     from test_bm25_index import write_format_1
 
     rng = random.Random(13)
     docs = [" ".join(rng.choice(WORDS) for _ in range(rng.randint(3, 30))) for _ in range(300)]
-    saved = Path(f"{db_path}{legs.BM25_FILE_SUFFIX}")
-    legacy = Path(f"{db_path}{legs.BM25_LEGACY_SUFFIX}")
+    saved = Path(f"{db_path}{replicas.BM25_FILE_SUFFIX}")
+    legacy = Path(f"{db_path}{replicas.BM25_LEGACY_SUFFIX}")
     with Memory(db_path, embedder=KeywordEmbedder(["budget"])) as memory:
         memory.add_many(docs)
         memory.store.bm25_min_rows = 0
@@ -180,8 +182,10 @@ def test_a_replica_saved_as_npz_by_an_earlier_mempp_is_loaded_and_replaced(
     write_format_1(Bm25Index.load(saved), legacy)
     saved.unlink()
     built = []
-    real_build = legs._bm25_from_fts5
-    monkeypatch.setattr(legs, "_bm25_from_fts5", lambda conn: built.append(1) or real_build(conn))
+    real_build = replicas._bm25_from_fts5
+    monkeypatch.setattr(
+        replicas, "_bm25_from_fts5", lambda conn: built.append(1) or real_build(conn)
+    )
     with Memory(db_path, embedder=KeywordEmbedder(["budget"])) as memory:
         memory.warm()  # finds the .npz beside the file
         assert memory.store._bm25 is not None and built == []
@@ -190,11 +194,11 @@ def test_a_replica_saved_as_npz_by_an_earlier_mempp_is_loaded_and_replaced(
 
 
 def test_an_erasure_drops_the_saved_replica_and_the_rebuilt_one_ranks_like_fts5(db_path) -> None:
-    from mempp.store.sqlite import legs
+    from mempp.store.sqlite import replicas
 
     rng = random.Random(5)
     docs = [" ".join(rng.choice(WORDS) for _ in range(rng.randint(3, 30))) for _ in range(200)]
-    saved = Path(f"{db_path}{legs.BM25_FILE_SUFFIX}")
+    saved = Path(f"{db_path}{replicas.BM25_FILE_SUFFIX}")
     secret = "zq9xkv7w"  # no stemmer changes it, so the replica's terms would hold it as is
     with Memory(db_path, embedder=KeywordEmbedder(["budget"])) as memory:
         memory.add_many(docs)

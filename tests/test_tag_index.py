@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from mempp import Memory
 from mempp.filters import NO_FILTERS, Filters
 from mempp.store.sqlite import SQLiteStore
-from mempp.store.sqlite import legs as sqlite_legs
+from mempp.store.sqlite import replicas as sqlite_replicas
 from mempp.tag_index import TagPostings, rank_tagged
 
 from conftest import KeywordEmbedder
@@ -41,6 +41,7 @@ def brute_force(lists: list[list[int]], eligible: set[int], limit: int) -> list[
 )
 def test_rank_equals_brute_force(lists: list[set[int]], eligible: set[int], limit: int) -> None:
     arrays = [np.array(sorted(held), dtype=np.int64) for held in lists]
+
     def mask(ids: np.ndarray) -> np.ndarray:
         return np.array([int(i) in eligible for i in ids], dtype=bool)
 
@@ -142,7 +143,7 @@ def rng() -> random.Random:
 def test_store_in_ram_equals_sql(
     tmp_path: Path, rng: random.Random, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(sqlite_legs, "_TAGS_TAIL_ROWS", 100)  # a short tail suffices here
+    monkeypatch.setattr(sqlite_replicas, "_TAGS_TAIL_ROWS", 100)  # a short tail suffices here
     path = tmp_path / "tags.db"
     embedder = KeywordEmbedder()
     with (
@@ -179,7 +180,7 @@ def test_store_in_ram_equals_sql(
 def test_store_reads_postings_in_a_thread_on_a_large_store(
     tmp_path: Path, rng: random.Random, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(sqlite_legs, "_TAGS_SYNC_ROWS", 0)  # every store counts as large
+    monkeypatch.setattr(sqlite_replicas, "_TAGS_SYNC_ROWS", 0)  # every store counts as large
     path = tmp_path / "tags.db"
     with Memory(path, embedder=KeywordEmbedder()) as memory:
         fill(memory, rng, 300)
@@ -246,5 +247,5 @@ def test_eligible_by_id_equals_eligible(gaps: bool) -> None:
                 got = np.zeros(len(probe), dtype=bool)
                 got[inside] = dense[probe[inside]]
                 assert (got == index.eligible(probe, scope, as_of, kept)).all()
-                wide = sqlite_legs._eligible(index, probe, scope, as_of, kept)
+                wide = sqlite_replicas._eligible(index, probe, scope, as_of, kept)
                 assert (wide == got).all()

@@ -31,7 +31,7 @@ FTS_TOKENIZE = "porter unicode61 remove_diacritics 2"
 # Below this many records FTS5 ranks an OR query in a few ms; above it, the exact in-RAM
 # replica of its bm25() (mempp.bm25) is built in the background and used once ready.
 BM25_RAM_MIN_ROWS = 20_000
-# The BM25 replica is saved beside the database as <file>-bm25.arrays (mempp.store.sqlite.legs);
+# The BM25 replica is saved beside the database as <file>-bm25.arrays (mempp.store.sqlite.replicas);
 # mempp before the array file saved it as <file>-bm25.npz, read once and replaced.
 BM25_FILE_SUFFIX = "-bm25.arrays"
 BM25_LEGACY_SUFFIX = "-bm25.npz"

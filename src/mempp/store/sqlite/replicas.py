@@ -1,0 +1,485 @@
+"""The SQLite engine's in-RAM copies of its file, which the legs search instead of SQL where
+they are faster: the vector index (int8 scan copy, saved beside the file as
+``<db>-vectors.arrays``), the BM25 replica (``<db>-bm25.arrays``) and the tag postings. Each
+is loaded or built once, caught up from the newest id it holds, and dropped when an erasure
+makes it stale; ``warm()`` readies all three."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import sqlite3
+import threading
+import urllib.parse
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from mempp.bm25 import Bm25Index, postings_from_groups
+from mempp.errors import StoreError
+from mempp.store.sqlite.records import _RecordsMixin
+from mempp.store.sqlite.schema import (
+    BM25_FILE_SUFFIX,
+    BM25_LEGACY_SUFFIX,
+    BUSY_TIMEOUT_S,
+    FTS_TOKENIZE,
+    _ClosedConnection,
+)
+from mempp.store.sqlite.vector_file import (
+    STALE_SHARE,
+    VECTOR_FILE_MIN_ROWS,
+    VECTOR_FILE_SUFFIX,
+    fingerprint,
+)
+from mempp.store.sqlite.vector_file import load as load_vector_index
+from mempp.store.sqlite.vector_file import save as save_vector_index
+from mempp.tag_index import TagPostings
+from mempp.vectors import ExactVectorIndex
+
+# The BM25 replica is saved beside the database as <file>-bm25.arrays and loaded next time if it
+# still describes the file; it is rebuilt once the rows added since outnumber an eighth of it
+# (they are tokenised one by one at catch-up, the build reads FTS5's postings in bulk).
+_BM25_STALE_SHARE = 8
+
+
+def _fingerprint(conn: sqlite3.Connection, max_id: int) -> str | None:
+    """What a saved replica covers: its newest id and that row's text hash (ids are never
+    reused in one file, so another database at the same path will not match)."""
+    row = conn.execute(
+        """SELECT hex(text_hash), (SELECT count(*) FROM redactions)
+           FROM records WHERE id = ?""",
+        (max_id,),
+    ).fetchone()
+    # An erasure takes a row out of the full-text index: a replica saved before it is stale.
+    return None if row is None else f"{max_id}:{row[0]}:{row[1]}"
+
+
+def _bm25_from_fts5(conn: sqlite3.Connection) -> Bm25Index:
+    conn.execute(
+        "CREATE VIRTUAL TABLE IF NOT EXISTS temp.mempp_postings "
+        "USING fts5vocab(main, records_fts, instance)"
+    )
+    conn.execute("BEGIN")  # one snapshot for postings and row counts
+    try:
+        # Redacted rows left the full-text index: FTS5 counts the others only.
+        max_id, rows = conn.execute(
+            """SELECT coalesce(max(id), 0), count(*) - (SELECT count(*) FROM redactions)
+               FROM records"""
+        ).fetchone()
+        grouped = conn.execute(
+            "SELECT term, group_concat(doc) FROM temp.mempp_postings GROUP BY term"
+        )
+        bm25 = Bm25Index()
+        bm25.add_postings(postings_from_groups(grouped), rows, max_id)
+        bm25.label = _fingerprint(conn, max_id) or ""
+    finally:
+        conn.execute("COMMIT")
+    return bm25
+
+
+def _saved_bm25(conn: sqlite3.Connection, path: Path) -> Bm25Index | None:
+    """The replica saved at ``path`` if it describes this file and is fresh enough."""
+    if not path.exists():
+        return None
+    try:
+        bm25 = Bm25Index.load(path)
+    except ValueError:
+        return None  # unreadable: rebuilt and saved again
+    covered, total = conn.execute(
+        "SELECT count(*) FILTER (WHERE id <= ?), count(*) FROM records", (bm25.max_id,)
+    ).fetchone()
+    if bm25.label != _fingerprint(conn, bm25.max_id) or covered != bm25.rows:
+        return None
+    if (total - covered) * _BM25_STALE_SHARE > max(bm25.rows, 1):
+        return None
+    return bm25
+
+
+# Rows per fetch when loading vectors into the in-RAM index.
+_LOAD_CHUNK = 20_000
+
+# The tag leg's postings (mempp.tag_index) are read on the searching connection below this
+# many rows (0.1 s at 100k), else in a thread of their own while SQL serves (1 s at 1M). Rows
+# added since are looked up per search for the asked labels only (one index seek each); the
+# postings are read afresh once those outnumber an eighth of them (or this many rows).
+_TAGS_SYNC_ROWS = 100_000
+_TAGS_TAIL_ROWS = 20_000
+
+
+def _open_read_only(location: str) -> sqlite3.Connection:
+    # Read-only: if the store is closed and its file moved meanwhile, this must not create an
+    # empty database in its place.
+    return sqlite3.connect(
+        f"file:{urllib.parse.quote(location)}?mode=ro", uri=True, timeout=BUSY_TIMEOUT_S
+    )
+
+
+def _tag_postings_from_sql(conn: sqlite3.Connection) -> TagPostings:
+    """Every label's ids from ``record_tags`` in one snapshot, labelled with the number of
+    erasures then (an erasure deletes tag rows: postings read before it are stale)."""
+    conn.execute("BEGIN")
+    try:
+        max_id, redactions = conn.execute(
+            "SELECT coalesce(max(id), 0), (SELECT count(*) FROM redactions) FROM records"
+        ).fetchone()
+        groups = conn.execute(
+            """SELECT label, group_concat(record_id) FROM record_tags WHERE record_id <= ?
+               GROUP BY label""",
+            (max_id,),
+        )
+        postings = TagPostings.from_groups(groups, max_id)
+    finally:
+        conn.execute("COMMIT")
+    postings.label = str(redactions)
+    return postings
+
+
+# Above this share of the rows, candidates are checked against a mask of every id (one pass
+# over the rows) instead of looked up one by one (a binary search each): a disjunctive query
+# with a common word has most of a large store as candidates (measured at 1M: 27 -> 8 ms).
+_DENSE_ELIGIBLE_SHARE = 16
+
+
+def _eligible(
+    index: ExactVectorIndex,
+    ids: np.ndarray,
+    scope: str,
+    as_of: int | None,
+    allowed: np.ndarray | None,
+) -> np.ndarray:
+    """The vector index's eligibility mask over ``ids`` (which are known rows' ids or not)."""
+    if len(ids) * _DENSE_ELIGIBLE_SHARE <= len(index):
+        return index.eligible(ids, scope, as_of, allowed)
+    dense = index.eligible_by_id(scope, as_of, allowed)
+    inside = ids < len(dense)
+    if bool(inside.all()):
+        return dense[ids]
+    mask = np.zeros(len(ids), dtype=bool)
+    mask[inside] = dense[ids[inside]]
+    return mask
+
+
+class _ReplicasMixin(_RecordsMixin):
+    """Loads, catches up, saves and drops the in-RAM copies the legs search."""
+
+    def warm(self, scope: str) -> None:
+        # The vectors and the bm25 replica cover every scope of the file at once.
+        with self._lock:
+            if (
+                self._bm25 is None
+                and self._bm25_thread is None
+                and self.location != ":memory:"
+                and any(
+                    Path(f"{self.location}{suffix}").exists()
+                    for suffix in (BM25_FILE_SUFFIX, BM25_LEGACY_SUFFIX)
+                )
+            ):
+                self._start_bm25_build()  # a saved replica loads while the vectors do
+            self._start_tag_postings()  # read beside the vectors' load
+            self._vector_index()
+            self._bm25_ready()  # on a large store, starts the replica's build
+            building = self._bm25_thread
+            tags_building = self._tags_thread
+        for thread in (building, tags_building):
+            if thread is not None:
+                thread.join()  # outside the lock: searches go on (through SQL) meanwhile
+        with self._lock:
+            self._bm25_ready()
+            if (index := self._vector_index()) is not None:
+                self._tags_ready(index)
+
+    # -- the in-RAM tag postings --------------------------------------------------------
+    def _tags_ready(self, index: ExactVectorIndex) -> TagPostings | None:
+        """The tag postings if they are current enough to serve (the caller holds the lock);
+        reads them now on a small store, else starts reading them in a thread."""
+        if self._tags_built is not None:
+            self._tags, self._tags_built, self._tags_thread = self._tags_built, None, None
+        postings = self._tags
+        if postings is not None:
+            erased = self._conn.execute("SELECT count(*) FROM redactions").fetchone()[0]
+            if postings.label != str(erased):
+                postings = self._tags = None  # an erasure took labels away since
+            elif (index.max_id - postings.max_id) * 8 > max(len(postings), _TAGS_TAIL_ROWS):
+                self._start_tag_postings()  # served with the per-search tail until then
+        if postings is None:
+            if self.location == ":memory:" or len(index) < _TAGS_SYNC_ROWS:
+                postings = self._tags = _tag_postings_from_sql(self._conn)
+            else:
+                self._start_tag_postings()
+        return postings
+
+    def _start_tag_postings(self) -> None:
+        if self.location == ":memory:" or self._tags_thread is not None:
+            return
+        self._tags_thread = threading.Thread(
+            target=self._read_tag_postings, name="mempp-tags", daemon=True
+        )
+        self._tags_thread.start()
+
+    def _read_tag_postings(self) -> None:
+        """Read the postings on a connection of its own (runs in a thread)."""
+        try:
+            conn = _open_read_only(self.location)
+            try:
+                postings = _tag_postings_from_sql(conn)
+            finally:
+                conn.close()
+        except sqlite3.Error:
+            return  # stay on SQL, which is always correct
+        with self._lock:
+            if not isinstance(self._conn, _ClosedConnection):  # else nobody would free it
+                self._tags_built = postings
+
+    # -- the in-RAM bm25 replica -------------------------------------------------------
+    def _bm25_ready(self) -> Bm25Index | None:
+        """The caught-up bm25 replica; starts building it once the store is large enough."""
+        if self.location == ":memory:":
+            return None
+        index = self._vector_index()
+        if index is None:
+            return None
+        if self._bm25 is None and self._bm25_built is not None:
+            self._bm25, self._bm25_built = self._bm25_built, None
+        if self._bm25 is None:
+            if self._bm25_thread is None and len(index) >= self.bm25_min_rows:
+                self._start_bm25_build()
+            return None
+        if self._bm25.max_id < index.max_id:
+            self._bm25_catch_up(self._bm25)
+        return self._bm25
+
+    def _start_bm25_build(self) -> None:
+        self._bm25_thread = threading.Thread(
+            target=self._build_bm25, name="mempp-bm25", daemon=True
+        )
+        self._bm25_thread.start()
+
+    def _build_bm25(self) -> None:
+        """Load the replica saved beside the file, or read FTS5's postings once and save them
+        there (runs in a thread, on a connection of its own)."""
+        saved = Path(f"{self.location}{BM25_FILE_SUFFIX}")
+        try:
+            # Read-only: if the store is closed and its file moved meanwhile, this must not
+            # create an empty database in its place.
+            conn = sqlite3.connect(
+                f"file:{urllib.parse.quote(self.location)}?mode=ro",
+                uri=True,
+                timeout=BUSY_TIMEOUT_S,
+            )
+            try:
+                bm25 = _saved_bm25(conn, saved)
+                if bm25 is None:
+                    # An earlier mempp's .npz is read once and saved in today's format.
+                    legacy = Path(f"{self.location}{BM25_LEGACY_SUFFIX}")
+                    bm25 = _saved_bm25(conn, legacy)
+                    if bm25 is None:
+                        bm25 = _bm25_from_fts5(conn)
+                    with contextlib.suppress(OSError):  # a read-only folder: build next time
+                        bm25.save(saved)
+                        legacy.unlink(missing_ok=True)
+            finally:
+                conn.close()
+        except sqlite3.Error:
+            return  # stay on FTS5, which is always correct
+        with self._lock:
+            if not isinstance(self._conn, _ClosedConnection):  # else nobody would free it
+                self._bm25_built = bm25
+
+    def _bm25_catch_up(self, bm25: Bm25Index) -> None:
+        """Tokenise rows added since the replica was built, with FTS5's own tokenizer."""
+        rows = self._conn.execute(
+            "SELECT id, text FROM records WHERE id > ? ORDER BY id", (bm25.max_id,)
+        ).fetchall()
+        if not rows:
+            return
+        self._ensure_tokenizer()
+        self._conn.executemany("INSERT INTO temp.mempp_tok (rowid, text) VALUES (?, ?)", rows)
+        grouped = self._conn.execute(
+            "SELECT term, group_concat(doc) FROM temp.mempp_tok_postings GROUP BY term"
+        ).fetchall()
+        self._conn.execute("INSERT INTO temp.mempp_tok (mempp_tok) VALUES ('delete-all')")
+        bm25.add_postings(postings_from_groups(grouped), len(rows), rows[-1][0])
+
+    def _ensure_tokenizer(self) -> None:
+        self._conn.execute(
+            "CREATE VIRTUAL TABLE IF NOT EXISTS temp.mempp_tok USING fts5("
+            f"text, content='', tokenize='{FTS_TOKENIZE}')"
+        )
+        self._conn.execute(
+            "CREATE VIRTUAL TABLE IF NOT EXISTS temp.mempp_tok_postings "
+            "USING fts5vocab(temp, mempp_tok, instance)"
+        )
+
+    def _fts_tokens(self, terms: Sequence[str]) -> tuple[str, ...] | None:
+        """FTS5's token for each query term, or None if some term is not exactly one token."""
+        tokens = self._term_tokens(terms)
+        if any(len(t) != 1 for t in tokens):
+            return None
+        return tuple(t[0] for t in tokens)
+
+    def _term_tokens(self, terms: Sequence[str]) -> list[tuple[str, ...]]:
+        """The FTS5 tokens of each term, through FTS5's own tokenizer (cached)."""
+        if len(self._token_cache) > 50_000:  # bounded; cleared before use, never during
+            self._token_cache.clear()
+        missing = [t for t in dict.fromkeys(terms) if t not in self._token_cache]
+        if missing:
+            self._ensure_tokenizer()
+            self._conn.executemany(
+                "INSERT INTO temp.mempp_tok (rowid, text) VALUES (?, ?)",
+                list(enumerate(missing, start=1)),
+            )
+            found: dict[int, list[str]] = {}
+            for term, doc in self._conn.execute(
+                "SELECT term, doc FROM temp.mempp_tok_postings ORDER BY doc, offset"
+            ):
+                found.setdefault(doc, []).append(term)
+            self._conn.execute("INSERT INTO temp.mempp_tok (mempp_tok) VALUES ('delete-all')")
+            for number, term in enumerate(missing, start=1):
+                self._token_cache[term] = tuple(found.get(number, ()))
+        return [self._token_cache[t] for t in terms]
+
+    # -- the in-RAM vector index --------------------------------------------------------
+    # The index is saved beside the file (vector_file) from this many rows on; rows held
+    # when it was last saved (or loaded).
+    vector_file_min_rows = VECTOR_FILE_MIN_ROWS
+    _vectors_saved = 0
+
+    def _stored_vectors(self, ids: np.ndarray) -> np.ndarray:
+        """The float32 vectors of rows ``ids``, in that order, read from the file."""
+        with self._lock:
+            rows = self._conn.execute(
+                "SELECT id, embedding FROM records WHERE id IN (SELECT value FROM json_each(?))",
+                (json.dumps(ids.tolist()),),
+            ).fetchall()
+        found = dict(rows)
+        blob = b"".join(found[i] for i in ids.tolist())
+        return np.frombuffer(blob, dtype="<f4").reshape(len(ids), -1)
+
+    def _vector_index(self) -> ExactVectorIndex | None:
+        """Bring the RAM index up to date with the file (cheap when nothing changed)."""
+        with self._lock:
+            data_version = self._conn.execute("PRAGMA data_version").fetchone()[0]
+            if (
+                self._index is not None
+                and not self._dirty
+                and data_version == self._seen_data_version
+            ):
+                return self._index
+            encoder = self.encoder()
+            if encoder is None:
+                return None
+            if self._index is None:
+                self._index = self._open_vector_index(encoder)
+            index = self._index
+            held, held_max = len(index), index.max_id  # rows loaded now bring their own state
+            label = None
+            self._conn.execute("BEGIN")  # one consistent snapshot for rows and epoch
+            try:
+                epoch = self._conn.execute(
+                    "SELECT value FROM mempp_meta WHERE key = 'state_epoch'"
+                ).fetchone()[0]
+                cursor = self._conn.execute(
+                    """SELECT id, scope, event_key, state = 'active', embedding FROM records
+                       WHERE id > ? ORDER BY id""",
+                    (held_max,),
+                )
+                # In chunks: a million blobs fetched at once peaked at 3x the vectors' size.
+                while rows := cursor.fetchmany(_LOAD_CHUNK):
+                    vectors = np.frombuffer(b"".join(r[4] for r in rows), dtype="<f4")
+                    index.append(
+                        np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows)),
+                        vectors.reshape(len(rows), index.dim),
+                        (r[1] for r in rows),
+                        (r[2] for r in rows),
+                        (bool(r[3]) for r in rows),
+                    )
+                archived = None
+                if epoch != self._seen_state_epoch and held:
+                    # The archived ids (a walk of the state index per tenant), not every
+                    # row's state: the few that are not active say it all.
+                    archived = self._conn.execute(
+                        """SELECT id FROM records
+                           WHERE scope IN (SELECT value FROM json_each(?))
+                             AND state = 'archived'""",
+                        (json.dumps(index.scopes),),
+                    ).fetchall()
+                if self._vector_file_due(index):
+                    label = fingerprint(self._conn, index.max_id)
+            finally:
+                self._conn.execute("COMMIT")
+            if archived is not None:
+                index.set_archived(np.fromiter((r[0] for r in archived), dtype=np.int64))
+            self._seen_state_epoch = epoch
+            self._seen_data_version = data_version
+            self._dirty = False
+            if label is not None:
+                self._save_vector_index(index, encoder, label)
+            return index
+
+    def _vector_file_due(self, index: ExactVectorIndex) -> bool:
+        """Whether to save the index: large enough, and never saved or an eighth larger."""
+        grown = len(index) - self._vectors_saved
+        return (
+            self._vector_file() is not None
+            and len(index) >= max(self.vector_file_min_rows, 1)
+            and grown * STALE_SHARE > self._vectors_saved
+        )
+
+    def _vector_file(self) -> Path | None:
+        return None if self.location == ":memory:" else Path(self.location + VECTOR_FILE_SUFFIX)
+
+    def _open_vector_index(self, encoder: tuple[str, int]) -> ExactVectorIndex:
+        """The index saved beside the file if it is this file's (its states as of the epoch
+        it was saved at, which the caller compares), else an empty one (caller holds the
+        lock)."""
+        path = self._vector_file()
+        loaded = None
+        if path is not None and path.exists():
+            loaded = load_vector_index(self._conn, path, encoder, self._stored_vectors)
+        if loaded is None:
+            self._vectors_saved = 0
+            return ExactVectorIndex(encoder[1], exact_rows=self._stored_vectors)
+        index, self._seen_state_epoch = loaded
+        self._vectors_saved = len(index)
+        return index
+
+    def _save_vector_index(
+        self, index: ExactVectorIndex, encoder: tuple[str, int], label: str
+    ) -> None:
+        """Save the index beside the file (caller holds the lock; the index's states are
+        those of ``_seen_state_epoch``); a folder that refuses it only costs the next process
+        a load from SQLite."""
+        path = self._vector_file()
+        assert path is not None
+        self._vectors_saved = len(index)  # a refused save is not retried on every write
+        with contextlib.suppress(OSError):
+            save_vector_index(path, index, encoder, label, self._seen_state_epoch)
+
+    def _erase_vectors(self, ids: Sequence[int]) -> None:
+        """After an erasure: the rows' quantised copies leave the in-RAM index and the file
+        beside the database (rewritten from the index when one is held, else removed)."""
+        with self._lock:
+            index = self._index
+            if index is not None:
+                index.erase(np.asarray(ids, dtype=np.int64))
+            path = self._vector_file()
+            if path is None:
+                return
+            try:
+                path.unlink(missing_ok=True)  # first: gone even if the rewrite fails
+            except OSError as exc:
+                raise StoreError(
+                    f"{path}: holds a copy of the erased vectors and could not be removed "
+                    f"({exc.strerror}); delete it by hand"
+                ) from None
+            encoder = self.encoder()
+            if index is None or encoder is None or len(index) < max(self.vector_file_min_rows, 1):
+                return
+            self._conn.execute("BEGIN")
+            try:
+                label = fingerprint(self._conn, index.max_id)
+            finally:
+                self._conn.execute("COMMIT")
+            if label is not None:
+                self._save_vector_index(index, encoder, label)
