@@ -38,11 +38,15 @@ def _unit(rows: np.ndarray) -> np.ndarray:
     return rows / np.linalg.norm(rows, axis=-1, keepdims=True)
 
 
-@pytest.mark.parametrize("store_rows", [False, True])
+@pytest.mark.parametrize(("store_rows", "parallel"), [(False, False), (True, False), (True, True)])
 def test_search_equals_exact_ranking_across_appends_and_reorders(
-    monkeypatch: pytest.MonkeyPatch, store_rows: bool
+    monkeypatch: pytest.MonkeyPatch, store_rows: bool, parallel: bool
 ) -> None:
     monkeypatch.setattr(vectors, "_MIN_TAIL", 300)  # reorder often
+    if parallel:  # the scan split across threads, in small blocks (parts of unequal length)
+        monkeypatch.setattr(vectors, "_BLOCK", 64)
+        monkeypatch.setattr(vectors, "_PARALLEL_ROWS", 500)
+        monkeypatch.setattr(vectors, "SCAN_THREADS", 3)
     rng = np.random.default_rng(4)
     dim, count = 48, 6000
     # Clustered rows, so that many scores crowd near the top (the hard case for int8).
@@ -240,8 +244,7 @@ class _HashEmbedder:
 
     def embed(self, texts) -> np.ndarray:
         rows = [
-            np.random.default_rng(list(text.encode())).standard_normal(self.dim)
-            for text in texts
+            np.random.default_rng(list(text.encode())).standard_normal(self.dim) for text in texts
         ]
         return _unit(np.array(rows)) if rows else np.empty((0, self.dim), np.float32)
 

@@ -10,7 +10,7 @@ Vectors are unit length, so cosine is a dot product. Two copies serve a search:
 * the float32 vectors themselves, for the exact scores of the candidates.
 
 The scan scores every eligible row approximately (in blocks small enough for the cache, on one
-BLAS thread); the best ``4 * limit`` are rescored exactly. Rounding bounds the approximation's
+BLAS thread, a large scan split across up to ``SCAN_THREADS`` threads); the best ``4 * limit`` are rescored exactly. Rounding bounds the approximation's
 error per row (``scale * |q|_1 / 2``), so the result is exact, not just likely: when the
 limit-th exact score does not clear the best score a non-candidate could have, every row
 whose bound reaches it is rescored too. Scope (tenant, active) is a mask over the scanned
@@ -20,8 +20,10 @@ the newer row.
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -37,6 +39,24 @@ ExactRows = Callable[[np.ndarray], np.ndarray]
 _BLOCK = 4096
 # Candidates rescored exactly per result slot.
 _RESCORE = 4
+# A scan of at least this many rows is split across up to SCAN_THREADS threads (numpy leaves
+# the GIL while it converts and multiplies a block). Measured at 1M rows on 2 cores: 119 ->
+# 61 ms p50 on a quiet machine, 230-264 -> 158-177 ms with three busy processes beside it;
+# unlike a multi-threaded BLAS on tiny products, each part is long and nobody spins waiting.
+_PARALLEL_ROWS = 65_536
+SCAN_THREADS = min(4, os.cpu_count() or 1)
+_pool: ThreadPoolExecutor | None = None
+_pool_lock = threading.Lock()
+
+
+def _scan_pool() -> ThreadPoolExecutor:
+    global _pool
+    with _pool_lock:
+        if _pool is None:
+            _pool = ThreadPoolExecutor(SCAN_THREADS - 1, thread_name_prefix="mempp-scan")
+        return _pool
+
+
 # A tail up to this many rows is never merged (merging costs a pass over every row).
 _MIN_TAIL = 8192
 # Rounding to the nearest code errs by at most half a step per component; float32 sums of 384
@@ -381,6 +401,33 @@ class ExactVectorIndex:
 
     def _approximate(self, scan: _Scan, query: np.ndarray, start: int, stop: int) -> np.ndarray:
         out = np.empty(stop - start, dtype=np.float32)
+        parts = min(SCAN_THREADS, max(1, (stop - start) // _PARALLEL_ROWS))
+        if parts == 1:
+            self._score_blocks(scan, query, start, stop, out)
+        else:
+            # Whole blocks per part; this thread scans the first part while the pool scans
+            # the others.
+            blocks = -(-(stop - start) // _BLOCK)
+            bounds = [start + min(blocks, -(-blocks * i // parts)) * _BLOCK for i in range(parts)]
+            ends = [*bounds[1:], stop]
+            spans = [(a, min(b, stop)) for a, b in zip(bounds, ends, strict=True) if a < stop]
+            pool = _scan_pool()
+            futures = [
+                pool.submit(self._score_blocks, scan, query, a, b, out[a - start : b - start])
+                for a, b in spans[1:]
+            ]
+            a, b = spans[0]
+            self._score_blocks(scan, query, a, b, out[a - start : b - start])
+            for future in futures:
+                future.result()
+        out *= scan.scales[start:stop]
+        return out
+
+    def _score_blocks(
+        self, scan: _Scan, query: np.ndarray, start: int, stop: int, out: np.ndarray
+    ) -> None:
+        """``out[i] = codes[start + i] . query`` block by block, in a float32 buffer of this
+        thread's own."""
         buffer = getattr(self._local, "buffer", None)
         if buffer is None or buffer.shape[1] != self.dim:
             buffer = self._local.buffer = np.empty((_BLOCK, self.dim), dtype=np.float32)
@@ -389,8 +436,6 @@ class ExactVectorIndex:
             rows = buffer[: end - block]
             np.copyto(rows, scan.codes[block:end], casting="unsafe")
             np.dot(rows, query, out=out[block - start : end - start])
-        out *= scan.scales[start:stop]
-        return out
 
     def _mask(
         self,
