@@ -9,13 +9,13 @@ Vectors are unit length, so cosine is a dot product. Two copies serve a search:
   by the first search after it outgrows an eighth of the sorted part.
 * the float32 vectors themselves, for the exact scores of the candidates.
 
-The scan scores every eligible row approximately (in blocks small enough for the cache, on one
-BLAS thread, a large scan split across up to ``SCAN_THREADS`` threads); the best ``4 * limit`` are rescored exactly. Rounding bounds the approximation's
-error per row (``scale * |q|_1 / 2``), so the result is exact, not just likely: when the
-limit-th exact score does not clear the best score a non-candidate could have, every row
-whose bound reaches it is rescored too. Scope (tenant, active) is a mask over the scanned
-rows, and so are the ids a search's filters keep; masked rows get ``-inf``. Ties go to
-the newer row.
+The scan scores every eligible row approximately, in blocks small enough for the cache, on
+one BLAS thread each (a large scan is split across up to ``SCAN_THREADS`` threads); the best
+``4 * limit`` are rescored exactly. Rounding bounds the approximation's error per row
+(``scale * |q|_1 / 2``), so the result is exact, not just likely: when the limit-th exact
+score does not clear the best score a non-candidate could have, every row whose bound reaches
+it is rescored too. Scope (tenant, active) is a mask over the scanned rows, and so are the ids
+a search's filters keep; masked rows get ``-inf``. Ties go to the newer row.
 """
 
 from __future__ import annotations
