@@ -34,6 +34,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -93,11 +94,14 @@ class Corpus:
         self.author_p = zipf(len(self.authors), 1.0)  # a few authors write most documents
         self.tags = names[200:250]
 
-    def documents(self, size: int) -> Iterator[tuple[list[dict[str, object]], np.ndarray]]:
-        """Chunks of (documents, their unit vectors), the same for the same seed and size."""
-        for start in range(0, size, CHUNK):
+    def documents(
+        self, size: int, first: int = 0
+    ) -> Iterator[tuple[list[dict[str, object]], np.ndarray]]:
+        """Chunks of (documents, their unit vectors), the same for the same seed and size;
+        ``first`` numbers them from there (documents a store of ``first`` rows lacks)."""
+        for start in range(first, first + size, CHUNK):
             rng = np.random.default_rng([self.seed, start])
-            count = min(CHUNK, size - start)
+            count = min(CHUNK, first + size - start)
             lengths = rng.integers(20, 151, count)
             words = rng.choice(len(self.words), size=int(lengths.sum()), p=self.word_p)
             authors = rng.choice(len(self.authors), size=count, p=self.author_p)
@@ -192,6 +196,39 @@ def build(cache: Path, size: int, seed: int, batch: int) -> dict[str, float]:
     partial.rename(path)
     meta.write_text(json.dumps(figures))
     return figures
+
+
+def probe_ingest(path: Path, seed: int, count: int, batch: int) -> dict[str, float]:
+    """The store's share of ingest at this size: ``count`` new documents added to a copy of
+    the store (stand-in encoder: store time only), beside the time all-MiniLM-L6-v2 takes to
+    encode the same texts. The copy is deleted afterwards."""
+    from mempp import Memory
+    from mempp.encoders.minilm import MiniLMEmbedder
+
+    copy = path.with_name(f"{path.stem}-probe.db")
+    shutil.copyfile(path, copy)
+    try:
+        encoder = StandInEncoder(MiniLMEmbedder().name)
+        texts: list[str] = []
+        store_seconds = 0.0
+        with Memory(copy, embedder=encoder) as memory:
+            for docs, vectors in Corpus(seed).documents(count, first=10**9):
+                encoder.pending = {str(d["text"]): v for d, v in zip(docs, vectors, strict=True)}
+                seconds, _ = timed(lambda docs=docs: memory.add_many(docs, batch_size=batch))
+                store_seconds += seconds
+                texts += [str(d["text"]) for d in docs]
+        real = MiniLMEmbedder()
+        real.embed(texts[:8])  # weights loaded, not timed
+        encoder_seconds, _ = timed(lambda: real.embed(texts))
+    finally:
+        for suffix in ("", "-wal", "-shm"):
+            Path(f"{copy}{suffix}").unlink(missing_ok=True)
+    return {
+        "probe documents": count,
+        "store ms/doc": 1000 * store_seconds / count,
+        "encoder ms/doc": 1000 * encoder_seconds / count,
+        "store share of encoder %": 100 * store_seconds / encoder_seconds,
+    }
 
 
 # -- measuring (in a child process) ---------------------------------------------------------
@@ -506,6 +543,14 @@ def main() -> None:
         help="keep the BM25 replica saved beside the file and skip the first-warm() run "
         "(which deletes it and builds it again: minutes at 1M)",
     )
+    parser.add_argument(
+        "--ingest-probe",
+        type=int,
+        default=0,
+        metavar="N",
+        help="instead of searching: add N new documents to a copy of each store and compare "
+        "the store's time with the real encoder's on the same texts",
+    )
     parser.add_argument("--child", choices=("cold", "warm", "measure"), help=argparse.SUPPRESS)
     parser.add_argument("--path", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--question", help=argparse.SUPPRESS)
@@ -526,6 +571,12 @@ def main() -> None:
             print(f"N = {size:,}: {json.dumps(built)}")
             continue
         path = store_path(args.cache, size, args.seed)
+        if args.ingest_probe:
+            probe = probe_ingest(path, args.seed, args.ingest_probe, args.batch)
+            print(
+                f"N = {size:,}: ingest probe " + ", ".join(f"{k} {v:.2f}" for k, v in probe.items())
+            )
+            continue
         common = ["--path", str(path), "--seed", str(args.seed), "--queries", str(args.queries)]
         runs = {}
         sources: dict[str, Path | None] = {"": None}
