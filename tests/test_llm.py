@@ -173,6 +173,7 @@ def test_a_bad_request_that_is_not_about_the_format_is_not_stepped_around(server
         '{"text": "<the merged record>"}',
         '{"text": "..."}',
         '{"text": "the merged record, in plain prose"}',
+        '{"text": "text"}',
     ],
 )
 def test_a_placeholder_or_an_echo_of_the_instructions_is_unusable(server, content):
@@ -181,8 +182,21 @@ def test_a_placeholder_or_an_echo_of_the_instructions_is_unusable(server, conten
         {"role": "user", "content": "Records: the launch is on Friday."},
     ]
     server.reply(content)
-    with make_client(server) as client, pytest.raises(LLMReplyError, match=r"placeholder|repeats"):
+    with (
+        make_client(server) as client,
+        pytest.raises(LLMReplyError, match=r"placeholder|repeats|key"),
+    ):
         client.chat_json(messages, schema={"text": str})
+
+
+def test_a_value_that_is_a_key_of_the_reply_is_unusable(server):
+    # Gemma 3 270M answered a real `ask` with {"answer": "citations", "citations": [1]}.
+    server.reply('{"answer": "citations", "citations": [1]}')
+    with make_client(server) as client, pytest.raises(LLMReplyError, match="key of the reply"):
+        client.chat_json(MESSAGES, schema={"answer": str, "citations": list[int]})
+    server.reply('{"answer": "The citations are in the memo.", "citations": [1]}')
+    with make_client(server) as client:
+        assert client.chat_json(MESSAGES, schema={"answer": str, "citations": list[int]})
 
 
 def test_a_phrase_of_the_input_is_not_an_echo_even_when_the_instructions_quote_it(server):

@@ -541,10 +541,12 @@ _ECHO_WORDS = 4  # a reply phrase this long found in the instructions (not the i
 def placeholder_problem(value: Any, messages: Sequence[Message] = ()) -> str | None:
     """Why ``value`` (a parsed reply) holds no content of its own, or ``None`` if it does.
 
-    Every string in it is checked: a placeholder (:data:`_PLACEHOLDER`), or a phrase of at
-    least four words that the system messages contain and the other messages do not (the
-    model repeated its instructions instead of reading its input).
+    Every string in it is checked: a placeholder (:data:`_PLACEHOLDER`), a key of the reply
+    itself given as a value (``{"answer": "citations"}``: the model copied the reply's shape),
+    or a phrase of at least four words that the system messages contain and the other
+    messages do not (the model repeated its instructions instead of reading its input).
     """
+    keys = {key.strip().casefold() for key in _keys(value)}
     system = " ".join(
         _flat(m.get("content")) for m in messages if m.get("role") == "system"
     ).casefold()
@@ -554,6 +556,8 @@ def placeholder_problem(value: Any, messages: Sequence[Message] = ()) -> str | N
     for text in _strings(value):
         if _PLACEHOLDER.match(text):
             return f"{text.strip()!r:.60} is a placeholder, not content"
+        if text.strip().strip("\"'").casefold() in keys:
+            return f"{text.strip()!r:.60} is a key of the reply's shape, not content"
         flat = _flat(text).casefold()
         if len(flat.split()) >= _ECHO_WORDS and flat in system and flat not in user:
             return f"{text.strip()!r:.60} repeats the instructions"
@@ -569,6 +573,16 @@ def _strings(value: Any) -> Iterator[str]:
     elif isinstance(value, list):
         for item in value:
             yield from _strings(item)
+
+
+def _keys(value: Any) -> Iterator[str]:
+    if isinstance(value, dict):
+        for key, item in value.items():
+            yield str(key)
+            yield from _keys(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _keys(item)
 
 
 def _flat(text: Any) -> str:
