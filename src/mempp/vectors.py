@@ -405,12 +405,11 @@ class ExactVectorIndex:
         if parts == 1:
             self._score_blocks(scan, query, start, stop, out)
         else:
-            # Whole blocks per part; this thread scans the first part while the pool scans
-            # the others.
+            # Whole blocks per part (the last one shorter); this thread scans the first part
+            # while the pool scans the others.
             blocks = -(-(stop - start) // _BLOCK)
-            bounds = [start + min(blocks, -(-blocks * i // parts)) * _BLOCK for i in range(parts)]
-            ends = [*bounds[1:], stop]
-            spans = [(a, min(b, stop)) for a, b in zip(bounds, ends, strict=True) if a < stop]
+            step = -(-blocks // parts) * _BLOCK
+            spans = [(a, min(a + step, stop)) for a in range(start, stop, step)]
             pool = _scan_pool()
             futures = [
                 pool.submit(self._score_blocks, scan, query, a, b, out[a - start : b - start])

@@ -260,13 +260,7 @@ class _ReplicasMixin(_RecordsMixin):
         there (runs in a thread, on a connection of its own)."""
         saved = Path(f"{self.location}{BM25_FILE_SUFFIX}")
         try:
-            # Read-only: if the store is closed and its file moved meanwhile, this must not
-            # create an empty database in its place.
-            conn = sqlite3.connect(
-                f"file:{urllib.parse.quote(self.location)}?mode=ro",
-                uri=True,
-                timeout=BUSY_TIMEOUT_S,
-            )
+            conn = _open_read_only(self.location)
             try:
                 bm25 = _saved_bm25(conn, saved)
                 if bm25 is None:
