@@ -245,17 +245,6 @@ class ExactVectorIndex:
             self._scan_scope[start:end] = self._scope[start:end]
             self._n = end
 
-    def set_active(self, states: Iterable[tuple[int, bool]]) -> None:
-        pairs = np.array(list(states), dtype=np.int64).reshape(-1, 2)
-        with self._lock:
-            n = self._n
-            if n == 0 or len(pairs) == 0:
-                return
-            positions = np.minimum(np.searchsorted(self._ids[:n], pairs[:, 0]), n - 1)
-            known = self._ids[positions] == pairs[:, 0]
-            self._active[positions[known]] = pairs[known, 1].astype(bool)
-            self._inactive = n - int(np.count_nonzero(self._active[:n]))
-
     def set_archived(self, ids: np.ndarray) -> None:
         """Every row held is active except rows ``ids`` (the whole state in one call)."""
         with self._lock:
