@@ -391,12 +391,15 @@ class ExactVectorIndex:
             kth = np.partition(exact, wanted - limit)[wanted - limit] / step
             best_left_out = float(approx[candidates].min()) + self._max_scale * per_scale + fixed
             if best_left_out >= kth:
-                reach = approx + np.float32(fixed)
+                reach = approx + np.float32(fixed)  # masked rows stay at -inf
                 for (a, b), (start, stop) in zip(spans, _offsets(spans), strict=True):
                     reach[start:stop] += scan.scales[a:b] * np.float32(per_scale)
-                candidates = np.flatnonzero((reach >= kth) & (approx > -np.inf))
+                reach[candidates] = -np.inf  # scored already
+                extra = np.flatnonzero(reach >= kth)
                 with one_blas_thread():
-                    exact = self._exact_scores(scan, positions(candidates), query)
+                    more = self._exact_scores(scan, positions(extra), query)
+                candidates = np.concatenate([candidates, extra])
+                exact = np.concatenate([exact, more])
         ids = self._ids[scan.order[positions(candidates)]]
         best = np.lexsort((-ids, -exact))[:limit]
         return ids[best].tolist()
@@ -468,6 +471,8 @@ class ExactVectorIndex:
         )
 
     def _exact_scores(self, scan: _Scan, positions: np.ndarray, query: np.ndarray) -> np.ndarray:
+        if len(positions) == 0:
+            return np.empty(0, dtype=np.float32)
         arrival = scan.order[positions]
         if self._exact_rows is None:
             rows = self._exact[arrival]
