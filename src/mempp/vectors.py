@@ -305,7 +305,11 @@ class ExactVectorIndex:
         n = self._n
         if code is None or n == 0:
             return np.zeros(len(ids), dtype=bool)
-        positions = np.minimum(np.searchsorted(self._ids[:n], ids), n - 1)
+        first = int(self._ids[0])
+        if int(self._ids[n - 1]) - first == n - 1:  # ids without gaps: arithmetic, no search
+            positions = np.clip(ids - first, 0, n - 1)
+        else:
+            positions = np.minimum(np.searchsorted(self._ids[:n], ids), n - 1)
         mask = (self._ids[positions] == ids) & self._active[positions]
         mask &= self._scope[positions] == code
         if as_of is not None:
