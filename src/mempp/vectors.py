@@ -561,13 +561,15 @@ _NORM_ROWS = 1 << 18  # rows per call: a float64 result of 2 MB
 
 def _max_norm_of_codes(codes: np.ndarray, scales: np.ndarray) -> float:
     """An upper bound on the norms of rows known only by their codes: ``|v| <= scale *
-    (|c| + |e|)`` with ``|e| <= sqrt(dim) / 2``."""
+    (|c| + |e|)`` with ``|e| <= sqrt(dim) / 2``; a row of zero codes is a zero vector (its
+    largest component would have code 127), such as an erased row."""
     if len(codes) == 0:
         return 0.0
     half_steps = np.sqrt(codes.shape[1]) / 2
     bound = 0.0
     for start in range(0, len(codes), _NORM_ROWS):
         chunk = codes[start : start + _NORM_ROWS]
-        norms = np.sqrt(np.asarray(simsimd.dot(chunk, chunk))) + half_steps
+        squares = np.asarray(simsimd.dot(chunk, chunk))
+        norms = np.where(squares > 0, np.sqrt(squares) + half_steps, 0.0)
         bound = max(bound, float((scales[start : start + _NORM_ROWS] * norms).max()))
     return bound
