@@ -85,6 +85,7 @@ class _Scan:
     scales: np.ndarray  # (capacity,) float32, scan order
     order: np.ndarray  # scan position -> arrival position
     scope: np.ndarray  # scan position -> scope code
+    active: np.ndarray  # scan position -> active
     sorted_event: np.ndarray  # event keys of the sorted part, ascending
     sorted_n: int
     n: int
@@ -118,6 +119,7 @@ class ExactVectorIndex:
         self._scales = np.empty(0, dtype=np.float32)
         self._order = np.empty(0, dtype=np.int64)
         self._scan_scope = np.empty(0, dtype=np.int32)
+        self._scan_active = np.empty(0, dtype=bool)  # replaced whenever a state changes
         self._sorted_event = np.empty(0, dtype=np.int64)
         self._scope_codes: dict[str, int] = {}
 
@@ -132,7 +134,7 @@ class ExactVectorIndex:
     def nbytes(self) -> int:
         """Bytes held by the index's arrays (capacity included)."""
         arrays = (self._ids, self._scope, self._event, self._active, self._exact, self._codes)
-        extra = (self._scales, self._order, self._scan_scope, self._sorted_event)
+        extra = (self._scales, self._order, self._scan_scope, self._scan_active, self._sorted_event)
         return sum(a.nbytes for a in (*arrays, *extra))
 
     @property
@@ -206,6 +208,8 @@ class ExactVectorIndex:
         index._codes, index._scales, index._order = codes, scales, order
         index._scan_scope = np.empty(capacity, dtype=np.int32)
         index._scan_scope[:n] = scope[order[:n]]
+        index._scan_active = np.empty(capacity, dtype=bool)
+        index._scan_active[:n] = active[order[:n]]
         index._sorted_event = sorted_event
         index._n = index._sorted_n = n
         index._max_scale = float(scales[:n].max()) if n else 0.0
@@ -259,6 +263,7 @@ class ExactVectorIndex:
             self._max_scale = max(self._max_scale, float(scales.max()))
             self._order[start:end] = np.arange(start, end)
             self._scan_scope[start:end] = self._scope[start:end]
+            self._scan_active[start:end] = flags
             self._n = end
 
     def set_archived(self, ids: np.ndarray) -> None:
@@ -268,6 +273,14 @@ class ExactVectorIndex:
             self._active[: self._n] = True
             self._active[known] = False
             self._inactive = len(np.unique(known))
+            self._scan_active = self._active_in_scan_order()
+
+    def _active_in_scan_order(self) -> np.ndarray:
+        """A new scan-order copy of the states (caller holds the lock): a search keeps the
+        one it started with, and reads it as a slice rather than gathering by arrival."""
+        active = np.zeros(len(self._scan_active), dtype=bool)
+        active[: self._n] = self._active[self._order[: self._n]]
+        return active
 
     def _held(self, ids: np.ndarray) -> np.ndarray:
         """Arrival positions of those of ``ids`` the index holds (caller holds the lock)."""
@@ -291,6 +304,7 @@ class ExactVectorIndex:
                 self._exact[known] = 0
             self._active[known] = False
             self._inactive = n - int(np.count_nonzero(self._active[:n]))
+            self._scan_active = self._active_in_scan_order()
 
     def eligible(
         self,
@@ -419,6 +433,7 @@ class ExactVectorIndex:
                 self._scales,
                 self._order,
                 self._scan_scope,
+                self._scan_active,
                 self._sorted_event,
                 self._sorted_n,
                 self._n,
@@ -457,7 +472,7 @@ class ExactVectorIndex:
                 mask = scan.scope[a:b] == code
             arrival = scan.order[a:b]
             if self._inactive:
-                mask = self._active[arrival] if mask is None else mask & self._active[arrival]
+                mask = scan.active[a:b] if mask is None else mask & scan.active[a:b]
             if as_of is not None and a >= scan.sorted_n:  # the tail is not in date order
                 dated = self._event[arrival] <= as_of
                 mask = dated if mask is None else mask & dated
@@ -507,6 +522,7 @@ class ExactVectorIndex:
             new_order,
             scan_scope,
         )
+        self._scan_active = self._active_in_scan_order()
         self._sorted_event = events[by_date]
         self._sorted_n = n
 
@@ -527,8 +543,15 @@ class ExactVectorIndex:
         )
         if self._exact_rows is None:
             self._exact = grown(self._exact)
-        self._codes, self._scales, self._order, self._scan_scope = (
-            grown(a) for a in (self._codes, self._scales, self._order, self._scan_scope)
+        self._codes, self._scales, self._order, self._scan_scope, self._scan_active = (
+            grown(a)
+            for a in (
+                self._codes,
+                self._scales,
+                self._order,
+                self._scan_scope,
+                self._scan_active,
+            )
         )
 
 
