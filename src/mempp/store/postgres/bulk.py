@@ -23,6 +23,7 @@ its HNSW statement computes every distance).
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
@@ -38,6 +39,8 @@ from mempp.store.postgres.schema import HNSW_MAX_DIM, _first_line, _PostgresBase
 
 if TYPE_CHECKING:
     import psycopg
+
+log = logging.getLogger(__name__)
 
 # Batches from this size go through COPY (measured: ``benchmarks/bench_engines.py
 # --pg-ingest``; below it the row-by-row statements cost no more).
@@ -191,7 +194,14 @@ class _BulkMixin(_PostgresBase):
         self.hnsw_build_memory = HNSW_BUILD_MEMORY
         self._conninfo = url
         self._bulk_depth = 0
-        self._ensure_hnsw()
+        try:
+            self._ensure_hnsw()
+        except StoreError as exc:
+            # A role that may not create indexes still reads and writes; it only searches
+            # by exact scan until an owner opens the store.
+            log.warning(
+                "%s: the HNSW index is missing and could not be built: %s", self.location, exc
+            )
 
     def _hnsw_dim(self) -> int | None:
         """The dimension an HNSW index is built for; None before an encoder is bound or
