@@ -290,3 +290,25 @@ def test_cli_ingest_bulk_builds_the_index_at_the_end(pg_url: str, tmp_path: Path
     assert _index_valid(pg_url) is True
     with psycopg.connect(pg_url) as conn:
         assert conn.execute("SELECT count(*) FROM records").fetchone()[0] == 30
+
+
+def test_build_memory_follows_the_row_count_within_bounds() -> None:
+    from mempp.store.postgres.bulk import HNSW_BUILD_MEMORY_MAX_MB, build_memory_mb
+
+    assert build_memory_mb(0, 384) == 64
+    assert 200 < build_memory_mb(100_000, 384) < 300
+    assert build_memory_mb(10**8, 384) == HNSW_BUILD_MEMORY_MAX_MB
+
+
+def test_many_copy_batches_on_one_connection(pg_url: str, monkeypatch) -> None:
+    # More batches than psycopg's prepare threshold: the prepared statements must follow
+    # the staging table, which every batch creates anew.
+    store = _open(pg_url)
+    try:
+        monkeypatch.setattr(pg_records, "BULK_MIN_ROWS", 1)
+        for seed in range(8):
+            docs = [Document.create(f"batch {seed} row {i}") for i in range(5)]
+            assert all(r.added for r in store.insert(SCOPE, docs, _vectors(5, seed)))
+        assert store.count(SCOPE) == 40
+    finally:
+        store.close()

@@ -56,7 +56,7 @@ here as ``PostgresStore``.
 
 from __future__ import annotations
 
-from mempp.store.postgres.bulk import BULK_MIN_ROWS, HNSW_BUILD_MEMORY, _BulkMixin
+from mempp.store.postgres.bulk import BULK_MIN_ROWS, HNSW_BUILD_MEMORY_MAX_MB, _BulkMixin
 from mempp.store.postgres.erasure import _ErasureMixin
 from mempp.store.postgres.graph import _GraphMixin
 from mempp.store.postgres.keys import _KeysMixin
@@ -84,7 +84,7 @@ __all__ = [
     "DEFAULT_PREPARE_THRESHOLD",
     "EF_SEARCH_CEILING",
     "ENV_PREPARE_THRESHOLD",
-    "HNSW_BUILD_MEMORY",
+    "HNSW_BUILD_MEMORY_MAX_MB",
     "HNSW_MAX_DIM",
     "INSTALL_HINT",
     "MIGRATIONS",
@@ -110,7 +110,7 @@ class PostgresStore(
     ``url`` is a libpq URL (``postgresql://user:password@host:port/db?...``). The schema is
     created on first open. Tuning knobs are instance attributes so tests and benchmarks can
     move them: ``exact_scan_max_rows`` (eligible rows up to which the vector leg scans
-    exactly) and ``hnsw_ef_search`` (the HNSW candidate list; raised to ``limit`` + a tie
-    margin when a query asks for more), ``hnsw_build_memory`` (``maintenance_work_mem`` of
-    an HNSW build) and ``bm25_max_rows``.
+    exactly), ``hnsw_ef_search`` (the HNSW candidate list; raised to ``limit`` + a tie
+    margin when a query asks for more), ``hnsw_build_memory_mb`` (``maintenance_work_mem``
+    of an HNSW build; None sizes it from the row count) and ``bm25_max_rows``.
     """

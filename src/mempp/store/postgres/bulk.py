@@ -45,10 +45,12 @@ log = logging.getLogger(__name__)
 # Batches from this size go through COPY (measured: ``benchmarks/bench_engines.py
 # --pg-ingest``; below it the row-by-row statements cost no more).
 BULK_MIN_ROWS = 256
-# maintenance_work_mem of the session that builds the HNSW index. The graph of a 384-d
-# vector takes about 2 kB; a build past this memory goes on much more slowly (pgvector
-# says so in a NOTICE), so it is set to hold a million rows.
-HNSW_BUILD_MEMORY = "2GB"
+# maintenance_work_mem of the transaction that builds the HNSW index, MB: enough for the
+# graph of the rows there are (a 384-d row takes about 2 kB in it; a build whose graph
+# outgrows this memory goes on much more slowly, as pgvector's NOTICE says), at most this.
+# A parallel build asks for all of it as shared memory: on a server with a small
+# /dev/shm (Docker's default is 64 MB) set ``store.hnsw_build_memory_mb`` lower.
+HNSW_BUILD_MEMORY_MAX_MB = 4096
 HNSW_INDEX = "records_embedding_hnsw"
 # Advisory-lock class of bulk loads (after the schema and write classes of schema.py).
 _LOCK_CLASS_BULK = 0x6D656D72
@@ -160,6 +162,12 @@ def insert_by_copy(
     return results
 
 
+def build_memory_mb(rows: int, dim: int) -> int:
+    """maintenance_work_mem for building the HNSW index over ``rows`` ``dim``-d vectors."""
+    graph = rows * (4 * dim + 600) * 1.25 / 2**20  # vector, neighbour lists, slack
+    return int(min(HNSW_BUILD_MEMORY_MAX_MB, max(64, graph)))
+
+
 def hnsw_index_sql(dim: int) -> Any:
     """``CREATE INDEX IF NOT EXISTS`` of the HNSW index for ``dim``-d vectors."""
     from psycopg import sql
@@ -191,7 +199,7 @@ class _BulkMixin(_PostgresBase):
 
     def __init__(self, url: str) -> None:
         super().__init__(url)
-        self.hnsw_build_memory = HNSW_BUILD_MEMORY
+        self.hnsw_build_memory_mb: int | None = None  # None: sized from the row count
         self._conninfo = url
         self._bulk_depth = 0
         try:
@@ -227,8 +235,12 @@ class _BulkMixin(_PostgresBase):
                 from psycopg import sql
 
                 conn.execute(sql.SQL("DROP INDEX {}").format(sql.Identifier(HNSW_INDEX)))
+            memory = self.hnsw_build_memory_mb
+            if memory is None:
+                rows = conn.execute("SELECT count(*) FROM records").fetchone()[0]
+                memory = build_memory_mb(rows, dim)
             conn.execute(
-                "SELECT set_config('maintenance_work_mem', %s, true)", (self.hnsw_build_memory,)
+                "SELECT set_config('maintenance_work_mem', %s, true)", (f"{int(memory)}MB",)
             )
             conn.execute(hnsw_index_sql(dim))
         return True
