@@ -42,9 +42,12 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-# Batches from this size go through COPY (measured: ``benchmarks/bench_engines.py
-# --pg-ingest``; below it the row-by-row statements cost no more).
-BULK_MIN_ROWS = 256
+# Batches from this size go through COPY. Measured (``benchmarks/bench_engines.py
+# --pg-ingest --pg-batches``, docs/scaling.md): without the HNSW index, COPY stores 1.3-2.3x
+# the documents per second of the row-by-row statements from batches of 32; with the index
+# kept up the two are equal (its insert dominates). Above the default batch (64), so
+# ordinary writes keep the row-by-row path and create no temporary table per batch.
+BULK_MIN_ROWS = 128
 # maintenance_work_mem of the transaction that builds the HNSW index, MB: enough for the
 # graph of the rows there are (a 384-d row takes about 2 kB in it; a build whose graph
 # outgrows this memory goes on much more slowly, as pgvector's NOTICE says), at most this.
