@@ -354,6 +354,8 @@ def run_pg_ingest(
         before = rss_mib()
         replica_seconds = timed(memory.warm)[0]
         replica_mib = rss_mib() - before
+        replica = store._replicas[scope]  # type: ignore[attr-defined]
+        held_mib = (replica.index.nbytes + replica.ids.nbytes + replica.keys.nbytes) / 2**20
         samples = [timed(lambda q=q, a=a: memory.search(q, as_of=a))[0] for q, a, _ in queries]
         search = percentiles(samples)
         vec_samples, approx = [], []
@@ -381,7 +383,10 @@ def run_pg_ingest(
     )
     print(f"HNSW build at the end of the load: {built - loaded:.1f} s")
     print(f"same AddResults both ways: {same}")
-    print(f"BM25 replica (warm): {replica_seconds:.1f} s, RSS +{replica_mib:,.0f} MiB")
+    print(
+        f"BM25 replica (warm): {replica_seconds:.1f} s, RSS +{replica_mib:,.0f} MiB, "
+        f"its arrays {held_mib:,.0f} MiB"
+    )
     print("search ms p50/p95: {:.1f} / {:.1f}".format(*search))
     print("vector leg ms p50/p95: {:.1f} / {:.1f}".format(*vec))
     print(f"vector leg recall@{settings.candidates} vs exact: {np.mean(recalls):.4f}")
