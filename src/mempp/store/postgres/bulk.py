@@ -12,7 +12,7 @@ those of the row-by-row path; all of it is one transaction.
 
 Deferred index. Inside ``bulk_load()``, the HNSW index is dropped and every insert skips
 its row-by-row maintenance; at the end it is built once over the whole table (with
-``maintenance_work_mem`` raised for that session, and pgvector's parallel build). Loaders
+``maintenance_work_mem`` sized to the graph, and pgvector's parallel build). Loaders
 hold a shared session advisory lock for their whole load; whoever builds the index (the
 last loader to finish, ``bind_encoder`` on a new store, or any process opening the store)
 first takes it exclusively, so the index is never built under a running load. A loader
@@ -49,7 +49,7 @@ log = logging.getLogger(__name__)
 # ordinary writes keep the row-by-row path and create no temporary table per batch.
 BULK_MIN_ROWS = 128
 # maintenance_work_mem of the transaction that builds the HNSW index, MB: enough for the
-# graph of the rows there are (a 384-d row takes about 2 kB in it; a build whose graph
+# graph of the rows there are (about 2.6 kB a 384-d row, with slack; a build whose graph
 # outgrows this memory goes on much more slowly, as pgvector's NOTICE says), at most this.
 # A parallel build asks for all of it as shared memory: on a server with a small
 # /dev/shm (Docker's default is 64 MB) set ``store.hnsw_build_memory_mb`` lower.
@@ -223,20 +223,16 @@ class _BulkMixin(_PostgresBase):
             return None
         return int(row[0])
 
-    def _ensure_hnsw(self) -> bool:
-        """Build the HNSW index if it is missing and no bulk load is running; whether it
-        exists afterwards (True also when there is none to have)."""
+    def _ensure_hnsw(self) -> None:
+        """Build the HNSW index if it is missing and no bulk load is running."""
         dim = self._hnsw_dim()
         if dim is None:
-            return True
+            return
+        sql = self._psycopg.sql
         with self._connection() as conn:
-            if hnsw_state(conn):
-                return True
-            if not no_load_running(conn):
-                return False
+            if hnsw_state(conn) or not no_load_running(conn):
+                return
             if hnsw_state(conn) is False:  # an invalid leftover of an interrupted build
-                from psycopg import sql
-
                 conn.execute(sql.SQL("DROP INDEX {}").format(sql.Identifier(HNSW_INDEX)))
             memory = self.hnsw_build_memory_mb
             if memory is None:
@@ -246,7 +242,6 @@ class _BulkMixin(_PostgresBase):
                 "SELECT set_config('maintenance_work_mem', %s, true)", (f"{int(memory)}MB",)
             )
             conn.execute(hnsw_index_sql(dim))
-        return True
 
     @contextmanager
     def bulk_load(self) -> Iterator[None]:
@@ -261,16 +256,18 @@ class _BulkMixin(_PostgresBase):
                 self._bulk_depth -= 1
             return
         psycopg = self._psycopg
+        sql = psycopg.sql
+        session = None
         try:
             # A session of its own: its shared lock lasts as long as the load, and ends
             # with the process if it dies.
             session = psycopg.connect(self._conninfo, **self._connect_kwargs(self._conninfo))
             session.autocommit = True
             session.execute("SELECT pg_advisory_lock_shared(%s, 0)", (_LOCK_CLASS_BULK,))
-            from psycopg import sql
-
             session.execute(sql.SQL("DROP INDEX IF EXISTS {}").format(sql.Identifier(HNSW_INDEX)))
         except psycopg.Error as exc:
+            if session is not None:
+                session.close()
             raise StoreError(
                 f"{self.location}: cannot start a bulk load ({_first_line(exc)})"
             ) from None

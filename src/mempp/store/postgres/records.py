@@ -205,14 +205,14 @@ class _RecordsMixin(_PostgresBase):
             return []
         ingested_at = datetime.now(UTC)
         ingested_key = now_key()
+        if len(docs) >= BULK_MIN_ROWS:  # same outcome, one COPY (mempp.store.postgres.bulk)
+            with self._connection() as conn:
+                self._lock_scope(conn, scope)
+                return insert_by_copy(conn, scope, docs, vectors, ingested_at, ingested_key)
         params = [
             _row_params(scope, doc, vector, doc.tag_labels(), ingested_at, ingested_key)
             for doc, vector in zip(docs, vectors, strict=True)
         ]
-        if len(docs) >= BULK_MIN_ROWS:
-            with self._connection() as conn:
-                self._lock_scope(conn, scope)
-                return insert_by_copy(conn, scope, docs, vectors, ingested_at, ingested_key)
         results: list[AddResult] = []
         with self._connection() as conn:
             self._lock_scope(conn, scope)
