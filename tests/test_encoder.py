@@ -248,11 +248,24 @@ def test_a_question_is_encoded_on_one_blas_thread(
     seen: list[list[int]] = []
     forward = embedder._forward
 
-    def spy(ids: list[list[int]], lengths: np.ndarray) -> np.ndarray:
+    def spy(ids: list[list[int]], lengths: np.ndarray, split: bool = False) -> np.ndarray:
         seen.append(_blas_threads())
-        return forward(ids, lengths)
+        return forward(ids, lengths, split)
 
     monkeypatch.setattr(embedder, "_forward", spy)
     embedder.embed(["what did we decide about the budget in march?"])
     assert seen and all(count == 1 for count in seen[0])
     assert _blas_threads() == before
+
+
+def test_a_question_split_over_two_threads_equals_one_thread() -> None:
+    """A small call runs each layer's halves (heads, feed-forward units) on two threads; the
+    vectors equal the one-thread pass, also with several callers sharing the second thread."""
+    texts = [*_mixed_texts(12), ""]
+    serial = MiniLMEmbedder(workers=1)
+    split = MiniLMEmbedder(workers=2)
+    expected = np.concatenate([serial.embed([t]) for t in texts])
+    assert np.allclose(np.concatenate([split.embed([t]) for t in texts]), expected, atol=1e-5)
+    with ThreadPoolExecutor(4) as pool:
+        results = list(pool.map(lambda t: split.embed([t]), texts * 2))
+    assert np.allclose(np.concatenate(results), np.concatenate([expected, expected]), atol=1e-5)

@@ -265,3 +265,58 @@ def test_as_of_stated_in_the_question_bounds_the_scope_when_asked_to(keyword_mem
     explicit = keyword_memory.search(question, settings=reading, as_of="2024-12-31")
     assert {h.id for h in explicit} == {old, new}
     assert {h.id for h in keyword_memory.search("the budget", settings=reading)} == {old, new}
+
+
+# -- the question encoded while the other legs run ------------------------------------------
+class _FailingQuestions:
+    """Embeds documents like the keyword encoder and refuses any one-text call (a question)."""
+
+    def __init__(self, inner) -> None:
+        self.inner, self.name, self.dim = inner, inner.name, inner.dim
+
+    def embed(self, texts):
+        if len(texts) == 1 and texts[0].startswith("?"):
+            raise RuntimeError("encoder down")
+        return self.inner.embed(texts)
+
+
+def test_an_encoding_error_reaches_the_caller_of_search(keyword_memory, db_path) -> None:
+    keyword_memory.add_many(["alpha one", "beta two"])
+    with Memory(db_path, embedder=_FailingQuestions(keyword_memory.embedder)) as memory:
+        with pytest.raises(RuntimeError, match="encoder down"):
+            memory.search("? alpha")
+        assert ids(memory.search("alpha"))  # and the next search still works
+
+
+def _search_in_child(path, queue) -> None:
+    from tests.conftest import KeywordEmbedder
+
+    embedder = KeywordEmbedder(["alpha", "beta", "gamma", "delta", "budget", "launch"])
+    with Memory(path, embedder=embedder) as memory:
+        queue.put([h.id for h in memory.search("alpha beta", settings=NO_RESERVE)])
+
+
+def test_a_forked_child_searches_with_pools_of_its_own(db_path, monkeypatch) -> None:
+    """The encoding and scan pools hold threads, which a forked child does not inherit: the
+    child must start its own instead of queueing work for threads that are not there."""
+    import multiprocessing
+
+    from mempp import vectors
+
+    monkeypatch.setattr(vectors, "_PARALLEL_ROWS", 8)  # the scan split across threads too
+    from tests.conftest import KeywordEmbedder
+
+    embedder = KeywordEmbedder(["alpha", "beta", "gamma", "delta", "budget", "launch"])
+    with Memory(db_path, embedder=embedder) as memory:
+        memory.add_many([f"alpha note {i}" for i in range(40)] + ["alpha beta"])
+        expected = ids(memory.search("alpha beta", settings=NO_RESERVE))
+        context = multiprocessing.get_context("fork")
+        queue = context.Queue()
+        child = context.Process(target=_search_in_child, args=(db_path, queue))
+        child.start()
+        child.join(timeout=30)
+        if child.is_alive():
+            child.kill()
+            pytest.fail("the forked child's search never finished")
+        assert child.exitcode == 0
+        assert queue.get(timeout=5) == expected

@@ -43,8 +43,7 @@ def test_search_equals_exact_ranking_across_appends_and_reorders(
     monkeypatch: pytest.MonkeyPatch, store_rows: bool, parallel: bool
 ) -> None:
     monkeypatch.setattr(vectors, "_MIN_TAIL", 300)  # reorder often
-    if parallel:  # the scan split across threads, in small blocks (parts of unequal length)
-        monkeypatch.setattr(vectors, "_BLOCK", 64)
+    if parallel:  # the scan split across threads (parts of unequal length)
         monkeypatch.setattr(vectors, "_PARALLEL_ROWS", 500)
         monkeypatch.setattr(vectors, "SCAN_THREADS", 3)
     rng = np.random.default_rng(4)
@@ -118,6 +117,57 @@ def test_left_out_rows_that_could_win_are_rescored(monkeypatch: pytest.MonkeyPat
         query = _unit(base + 0.05 * rng.standard_normal(dim))
         expected = _reference(matrix, ids, np.full(count, "s"), zeros, everyone, query, "s", 0, 20)
         assert index.search(query, "s", 0, 20) == expected
+
+
+@pytest.mark.parametrize("length", [0.2, 1.0, 7.0])
+def test_exact_for_rows_of_any_length_restored_or_not(
+    monkeypatch: pytest.MonkeyPatch, length: float
+) -> None:
+    """The query's rounding error is bounded through the longest row held: rows longer than
+    unit (an embedder off its contract) must not break exactness, in the index that took
+    the float32 rows nor in one restored from its codes alone."""
+    monkeypatch.setattr(vectors, "_RESCORE", 1)
+    rng = np.random.default_rng(11)
+    dim, count = 24, 3000
+    base = _unit(rng.standard_normal(dim))
+    matrix = length * _unit(base + 0.05 * rng.standard_normal((count, dim)))
+    ids = np.arange(1, count + 1, dtype=np.int64)
+    index = ExactVectorIndex(dim)
+    index.append(ids, matrix, ["s"] * count, [0] * count, [True] * count)
+    longest = float(np.linalg.norm(matrix, axis=1).max())
+    assert index._max_norm == pytest.approx(longest, rel=1e-6)
+    index.erase(ids[:3])  # zero codes, scale 1: restored as zero rows, not as long ones
+    matrix[:3] = 0
+    restored = ExactVectorIndex.restore(
+        dim, index.export(), count, index.scopes, lambda wanted: matrix[wanted - 1]
+    )
+    left = float(np.linalg.norm(matrix, axis=1).max())
+    assert left <= restored._max_norm <= longest * 1.2  # a bound from the codes
+    everyone = ids > 3
+    zeros = np.zeros(count, dtype=np.int64)
+    for _ in range(40):
+        # One large component makes the query's steps coarse: its own rounding matters.
+        query = 0.05 * rng.standard_normal(dim)
+        query[rng.integers(dim)] = 3.0
+        query = _unit(base + query)
+        expected = _reference(matrix, ids, np.full(count, "s"), zeros, everyone, query, "s", 0, 15)
+        assert index.search(query, "s", 0, 15) == expected
+        assert restored.search(query, "s", 0, 15) == expected
+
+
+def test_the_scan_scores_rows_by_exact_integer_dot_products() -> None:
+    rng = np.random.default_rng(3)
+    rows = rng.integers(-127, 128, size=(5000, 384), dtype=np.int8)
+    codes = rng.integers(-127, 128, size=384, dtype=np.int8)
+    out = np.empty(5000, dtype=np.float32)
+    vectors._score(rows, codes, np.ones(5000, dtype=np.float32), out)
+    assert np.array_equal(out, rows.astype(np.int64) @ codes.astype(np.int64))
+    query = rng.standard_normal(384).astype(np.float32)
+    quantized, step, codes_l1, rounding = vectors._quantized(query)
+    residue = query / np.float32(step) - quantized
+    assert np.abs(quantized).max() == 127 and np.abs(residue).max() <= 0.5 + 1e-5
+    assert codes_l1 == np.abs(quantized.astype(np.int64)).sum()
+    assert rounding == pytest.approx(float(np.linalg.norm(residue)), rel=1e-5)
 
 
 def test_empty_unknown_and_edge_cases() -> None:

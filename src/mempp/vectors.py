@@ -9,17 +9,20 @@ Vectors are unit length, so cosine is a dot product. Two copies serve a search:
   by the first search after it outgrows an eighth of the sorted part.
 * the float32 vectors themselves, for the exact scores of the candidates.
 
-The scan scores every eligible row approximately, in blocks small enough for the cache, on
-one BLAS thread each (a large scan is split across up to ``SCAN_THREADS`` threads); the best
-``4 * limit`` are rescored exactly. Rounding bounds the approximation's error per row
-(``scale * |q|_1 / 2``), so the result is exact, not just likely: when the limit-th exact
-score does not clear the best score a non-candidate could have, every row whose bound reaches
-it is rescored too. Scope (tenant, active) is a mask over the scanned rows, and so are the ids
-a search's filters keep; masked rows get ``-inf``. Ties go to the newer row.
+The scan quantizes the query to int8 as well and scores every eligible row by an integer dot
+product (SimSIMD's kernels: exact int32 sums, no float copy of the rows; a large scan is split
+across up to ``SCAN_THREADS`` threads); the best ``4 * limit`` are rescored exactly. Rounding
+bounds the approximation's error per row (the row's half steps against the query's codes,
+the query's half steps against the row), so the result is exact, not just likely: when the
+limit-th exact score does not clear the best score a non-candidate could have, every row
+whose bound reaches it is rescored too. Scope (tenant, active) is a mask over the scanned
+rows, and so are the ids a search's filters keep; masked rows get ``-inf``. Ties go to the
+newer row.
 """
 
 from __future__ import annotations
 
+import itertools
 import os
 import threading
 from collections.abc import Callable, Iterable
@@ -27,6 +30,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
+import simsimd
 
 from mempp.blas import one_blas_thread
 
@@ -35,14 +39,13 @@ UNDATED = np.iinfo(np.int64).max  # never <= any as-of bound
 # float32 rows for the given ids, in that order (the store's copy); see ExactVectorIndex.
 ExactRows = Callable[[np.ndarray], np.ndarray]
 
-# Rows per block of the scan: the block's float32 copy (6 MB at 384-d) stays in cache.
+# Rows per block when quantizing appended vectors: no temporary as large as the batch.
 _BLOCK = 4096
 # Candidates rescored exactly per result slot.
 _RESCORE = 4
-# A scan of at least this many rows is split across up to SCAN_THREADS threads (numpy leaves
-# the GIL while it converts and multiplies a block). Measured at 1M rows on 2 cores: 119 ->
-# 61 ms p50 on a quiet machine, 230-264 -> 158-177 ms with three busy processes beside it;
-# unlike a multi-threaded BLAS on tiny products, each part is long and nobody spins waiting.
+# A scan of at least this many rows is split across up to SCAN_THREADS threads (SimSIMD leaves
+# the GIL while it scores a part). Our own pool rather than SimSIMD's OpenMP threads: each
+# part is milliseconds long and nobody spins waiting, which matters on a busy machine.
 _PARALLEL_ROWS = 65_536
 SCAN_THREADS = min(4, os.cpu_count() or 1)
 _pool: ThreadPoolExecutor | None = None
@@ -57,11 +60,21 @@ def _scan_pool() -> ThreadPoolExecutor:
         return _pool
 
 
+def _forget_scan_pool() -> None:
+    # A forked child has none of the parent's threads: a pool inherited from it would queue
+    # work that no thread ever runs.
+    global _pool
+    _pool = None
+
+
+os.register_at_fork(after_in_child=_forget_scan_pool)
+
+
 # A tail up to this many rows is never merged (merging costs a pass over every row).
 _MIN_TAIL = 8192
-# Rounding to the nearest code errs by at most half a step per component; float32 sums of 384
-# such products add ~0.3% of the step (384 * 2^-24 * 127). The margin covers both.
-_ERROR_PER_STEP = 0.51
+# Rounding to the nearest code errs by at most half a step per component. The integer sums are
+# exact; the margin covers the float32 products that scale them and the query's error norm.
+_MARGIN = 1.02
 
 
 @dataclass(frozen=True)
@@ -72,6 +85,7 @@ class _Scan:
     scales: np.ndarray  # (capacity,) float32, scan order
     order: np.ndarray  # scan position -> arrival position
     scope: np.ndarray  # scan position -> scope code
+    active: np.ndarray  # scan position -> active
     sorted_event: np.ndarray  # event keys of the sorted part, ascending
     sorted_n: int
     n: int
@@ -88,11 +102,11 @@ class ExactVectorIndex:
     def __init__(self, dim: int, exact_rows: ExactRows | None = None) -> None:
         self.dim = dim
         self._lock = threading.Lock()
-        self._local = threading.local()
         self._exact_rows = exact_rows
         self._n = 0
         self._sorted_n = 0
         self._max_scale = 0.0
+        self._max_norm = 0.0  # of any row held: the query's rounding error is bounded by it
         self._inactive = 0
         # Arrival order (ids increase): lookups by id, state, and the exact vectors.
         self._ids = np.empty(0, dtype=np.int64)
@@ -105,6 +119,7 @@ class ExactVectorIndex:
         self._scales = np.empty(0, dtype=np.float32)
         self._order = np.empty(0, dtype=np.int64)
         self._scan_scope = np.empty(0, dtype=np.int32)
+        self._scan_active = np.empty(0, dtype=bool)  # replaced whenever a state changes
         self._sorted_event = np.empty(0, dtype=np.int64)
         self._scope_codes: dict[str, int] = {}
 
@@ -119,7 +134,7 @@ class ExactVectorIndex:
     def nbytes(self) -> int:
         """Bytes held by the index's arrays (capacity included)."""
         arrays = (self._ids, self._scope, self._event, self._active, self._exact, self._codes)
-        extra = (self._scales, self._order, self._scan_scope, self._sorted_event)
+        extra = (self._scales, self._order, self._scan_scope, self._scan_active, self._sorted_event)
         return sum(a.nbytes for a in (*arrays, *extra))
 
     @property
@@ -193,9 +208,12 @@ class ExactVectorIndex:
         index._codes, index._scales, index._order = codes, scales, order
         index._scan_scope = np.empty(capacity, dtype=np.int32)
         index._scan_scope[:n] = scope[order[:n]]
+        index._scan_active = np.empty(capacity, dtype=bool)
+        index._scan_active[:n] = active[order[:n]]
         index._sorted_event = sorted_event
         index._n = index._sorted_n = n
         index._max_scale = float(scales[:n].max()) if n else 0.0
+        index._max_norm = _max_norm_of_codes(codes[:n], scales[:n])
         index._inactive = n - int(np.count_nonzero(active[:n]))
         index._scope_codes = {name: code for code, name in enumerate(scopes)}
         return index
@@ -231,6 +249,8 @@ class ExactVectorIndex:
             for block in range(0, count, _BLOCK):
                 stop = min(block + _BLOCK, count)
                 rows = vectors[block:stop]
+                norms = np.sqrt(np.einsum("ij,ij->i", rows, rows))
+                self._max_norm = max(self._max_norm, float(norms.max()))
                 scale = np.abs(rows).max(axis=1) / np.float32(127)
                 scale[scale == 0] = 1
                 scales[block:stop] = scale
@@ -243,6 +263,7 @@ class ExactVectorIndex:
             self._max_scale = max(self._max_scale, float(scales.max()))
             self._order[start:end] = np.arange(start, end)
             self._scan_scope[start:end] = self._scope[start:end]
+            self._scan_active[start:end] = flags
             self._n = end
 
     def set_archived(self, ids: np.ndarray) -> None:
@@ -252,6 +273,14 @@ class ExactVectorIndex:
             self._active[: self._n] = True
             self._active[known] = False
             self._inactive = len(np.unique(known))
+            self._scan_active = self._active_in_scan_order()
+
+    def _active_in_scan_order(self) -> np.ndarray:
+        """A new scan-order copy of the states (caller holds the lock): a search keeps the
+        one it started with, and reads it as a slice rather than gathering by arrival."""
+        active = np.zeros(len(self._scan_active), dtype=bool)
+        active[: self._n] = self._active[self._order[: self._n]]
+        return active
 
     def _held(self, ids: np.ndarray) -> np.ndarray:
         """Arrival positions of those of ``ids`` the index holds (caller holds the lock)."""
@@ -275,6 +304,7 @@ class ExactVectorIndex:
                 self._exact[known] = 0
             self._active[known] = False
             self._inactive = n - int(np.count_nonzero(self._active[:n]))
+            self._scan_active = self._active_in_scan_order()
 
     def eligible(
         self,
@@ -289,7 +319,11 @@ class ExactVectorIndex:
         n = self._n
         if code is None or n == 0:
             return np.zeros(len(ids), dtype=bool)
-        positions = np.minimum(np.searchsorted(self._ids[:n], ids), n - 1)
+        first = int(self._ids[0])
+        if int(self._ids[n - 1]) - first == n - 1:  # ids without gaps: arithmetic, no search
+            positions = np.clip(ids - first, 0, n - 1)
+        else:
+            positions = np.minimum(np.searchsorted(self._ids[:n], ids), n - 1)
         mask = (self._ids[positions] == ids) & self._active[positions]
         mask &= self._scope[positions] == code
         if as_of is not None:
@@ -338,37 +372,53 @@ class ExactVectorIndex:
         if code is None or self._n == 0 or limit <= 0:
             return []
         query = np.ascontiguousarray(query, dtype=np.float32)
+        codes, step, codes_l1, rounding = _quantized(query)
         scan = self._snapshot()
         prefix = scan.sorted_n
         if as_of is not None:
             prefix = int(np.searchsorted(scan.sorted_event, as_of, side="right"))
-        # Scanned rows: the sorted part's prefix, then the whole tail.
-        spans = [(0, prefix), (scan.sorted_n, scan.n)]
-        with one_blas_thread():
-            approx = np.concatenate([self._approximate(scan, query, a, b) for a, b in spans])
-        positions = np.concatenate([np.arange(a, b) for a, b in spans])
-        mask = self._mask(scan, positions, code, as_of, prefix, allowed)
+        # Scanned rows: the sorted part's prefix, then the whole tail. ``approx`` is in units
+        # of the query's step: ``step * approx`` approximates the score.
+        spans = [(0, prefix)] + ([(scan.sorted_n, scan.n)] if scan.n > scan.sorted_n else [])
+        parts = [self._approximate(scan, codes, a, b) for a, b in spans]
+        approx = parts[0] if len(parts) == 1 else np.concatenate(parts)
+        mask = self._mask(scan, spans, code, as_of, allowed)
         if mask is not None:
             approx[~mask] = -np.inf
         eligible = len(approx) if mask is None else int(np.count_nonzero(mask))
         if eligible == 0:
             return []
+
+        def positions(picked: np.ndarray) -> np.ndarray:  # index into approx -> scan position
+            return np.where(picked < prefix, picked, picked + (scan.sorted_n - prefix))
+
         wanted = min(eligible, _RESCORE * limit)
         if wanted < eligible:
             candidates = np.argpartition(approx, len(approx) - wanted)[len(approx) - wanted :]
         else:
             candidates = np.flatnonzero(approx > -np.inf)
-        exact = self._exact_scores(scan, positions[candidates], query)
+        with one_blas_thread():
+            exact = self._exact_scores(scan, positions(candidates), query)
         if wanted < eligible:
-            # A row left out scores at most its approximation plus its error bound.
-            step_error = _ERROR_PER_STEP * float(np.abs(query).sum())
-            kth = np.partition(exact, wanted - limit)[wanted - limit]
-            best_left_out = float(approx[candidates].min()) + self._max_scale * step_error
+            # With v = scale * (c + e) and q = step * (d + f), |e_i|, |f_i| <= 1/2, a row's
+            # score v.q differs from its approximation scale * step * c.d by
+            # step * (scale * e.d + v.f), at most step * (scale * |d|_1 / 2 + |v| |f|): a row
+            # left out scores at most its approximation plus that.
+            per_scale = _MARGIN * codes_l1 / 2
+            fixed = _MARGIN * rounding * self._max_norm
+            kth = np.partition(exact, wanted - limit)[wanted - limit] / step
+            best_left_out = float(approx[candidates].min()) + self._max_scale * per_scale + fixed
             if best_left_out >= kth:
-                reach = approx + scan.scales[positions] * np.float32(step_error)
-                candidates = np.flatnonzero((reach >= kth) & (approx > -np.inf))
-                exact = self._exact_scores(scan, positions[candidates], query)
-        ids = self._ids[scan.order[positions[candidates]]]
+                reach = approx + np.float32(fixed)  # masked rows stay at -inf
+                for (a, b), (start, stop) in zip(spans, _offsets(spans), strict=True):
+                    reach[start:stop] += scan.scales[a:b] * np.float32(per_scale)
+                reach[candidates] = -np.inf  # scored already
+                extra = np.flatnonzero(reach >= kth)
+                with one_blas_thread():
+                    more = self._exact_scores(scan, positions(extra), query)
+                candidates = np.concatenate([candidates, extra])
+                exact = np.concatenate([exact, more])
+        ids = self._ids[scan.order[positions(candidates)]]
         best = np.lexsort((-ids, -exact))[:limit]
         return ids[best].tolist()
 
@@ -383,74 +433,65 @@ class ExactVectorIndex:
                 self._scales,
                 self._order,
                 self._scan_scope,
+                self._scan_active,
                 self._sorted_event,
                 self._sorted_n,
                 self._n,
             )
 
-    def _approximate(self, scan: _Scan, query: np.ndarray, start: int, stop: int) -> np.ndarray:
+    def _approximate(self, scan: _Scan, codes: np.ndarray, start: int, stop: int) -> np.ndarray:
+        """``scale * (row codes . codes)`` for scan positions ``start..stop``."""
         out = np.empty(stop - start, dtype=np.float32)
         parts = min(SCAN_THREADS, max(1, (stop - start) // _PARALLEL_ROWS))
-        if parts == 1:
-            self._score_blocks(scan, query, start, stop, out)
-        else:
-            # Whole blocks per part (the last one shorter); this thread scans the first part
-            # while the pool scans the others.
-            blocks = -(-(stop - start) // _BLOCK)
-            step = -(-blocks // parts) * _BLOCK
-            spans = [(a, min(a + step, stop)) for a in range(start, stop, step)]
-            pool = _scan_pool()
-            futures = [
-                pool.submit(self._score_blocks, scan, query, a, b, out[a - start : b - start])
-                for a, b in spans[1:]
-            ]
-            a, b = spans[0]
-            self._score_blocks(scan, query, a, b, out[a - start : b - start])
-            for future in futures:
-                future.result()
-        out *= scan.scales[start:stop]
+        cuts = np.linspace(start, stop, parts + 1).astype(np.int64).tolist()
+        jobs = [
+            (scan.codes[a:b], codes, scan.scales[a:b], out[a - start : b - start])
+            for a, b in itertools.pairwise(cuts)
+        ]
+        # This thread scores the first part while the pool scores the others.
+        futures = [_scan_pool().submit(_score, *job) for job in jobs[1:]]
+        _score(*jobs[0])
+        for future in futures:
+            future.result()
         return out
-
-    def _score_blocks(
-        self, scan: _Scan, query: np.ndarray, start: int, stop: int, out: np.ndarray
-    ) -> None:
-        """``out[i] = codes[start + i] . query`` block by block, in a float32 buffer of this
-        thread's own."""
-        buffer = getattr(self._local, "buffer", None)
-        if buffer is None or buffer.shape[1] != self.dim:
-            buffer = self._local.buffer = np.empty((_BLOCK, self.dim), dtype=np.float32)
-        for block in range(start, stop, _BLOCK):
-            end = min(block + _BLOCK, stop)
-            rows = buffer[: end - block]
-            np.copyto(rows, scan.codes[block:end], casting="unsafe")
-            np.dot(rows, query, out=out[block - start : end - start])
 
     def _mask(
         self,
         scan: _Scan,
-        positions: np.ndarray,
+        spans: list[tuple[int, int]],
         code: int,
         as_of: int | None,
-        prefix: int,
         allowed: np.ndarray | None,
     ) -> np.ndarray | None:
-        """Eligibility of the scanned rows, or None when every one is eligible."""
-        mask = None
-        if len(self._scope_codes) > 1:
-            mask = scan.scope[positions] == code
-        if self._inactive:
-            active = self._active[scan.order[positions]]
-            mask = active if mask is None else mask & active
-        if as_of is not None and scan.n > scan.sorted_n:  # the tail is not in date order
-            dated = np.ones(len(positions), dtype=bool)
-            dated[prefix:] = self._event[scan.order[positions[prefix:]]] <= as_of
-            mask = dated if mask is None else mask & dated
-        if allowed is not None:
-            kept = np.isin(self._ids[scan.order[positions]], allowed)
-            mask = kept if mask is None else mask & kept
-        return mask
+        """Eligibility of the scanned rows (the spans' positions in turn), or None when every
+        one is eligible."""
+        parts = []
+        for a, b in spans:
+            mask = None
+            if len(self._scope_codes) > 1:
+                mask = scan.scope[a:b] == code
+            arrival = scan.order[a:b]
+            if self._inactive:
+                mask = scan.active[a:b] if mask is None else mask & scan.active[a:b]
+            if as_of is not None and a >= scan.sorted_n:  # the tail is not in date order
+                dated = self._event[arrival] <= as_of
+                mask = dated if mask is None else mask & dated
+            if allowed is not None:
+                kept = np.isin(self._ids[arrival], allowed)
+                mask = kept if mask is None else mask & kept
+            parts.append(mask)
+        if all(part is None for part in parts):
+            return None
+        return np.concatenate(
+            [
+                np.ones(b - a, dtype=bool) if p is None else p
+                for p, (a, b) in zip(parts, spans, strict=True)
+            ]
+        )
 
     def _exact_scores(self, scan: _Scan, positions: np.ndarray, query: np.ndarray) -> np.ndarray:
+        if len(positions) == 0:
+            return np.empty(0, dtype=np.float32)
         arrival = scan.order[positions]
         if self._exact_rows is None:
             rows = self._exact[arrival]
@@ -481,6 +522,7 @@ class ExactVectorIndex:
             new_order,
             scan_scope,
         )
+        self._scan_active = self._active_in_scan_order()
         self._sorted_event = events[by_date]
         self._sorted_n = n
 
@@ -501,6 +543,56 @@ class ExactVectorIndex:
         )
         if self._exact_rows is None:
             self._exact = grown(self._exact)
-        self._codes, self._scales, self._order, self._scan_scope = (
-            grown(a) for a in (self._codes, self._scales, self._order, self._scan_scope)
+        self._codes, self._scales, self._order, self._scan_scope, self._scan_active = (
+            grown(a)
+            for a in (
+                self._codes,
+                self._scales,
+                self._order,
+                self._scan_scope,
+                self._scan_active,
+            )
         )
+
+
+def _quantized(query: np.ndarray) -> tuple[np.ndarray, float, float, float]:
+    """The query as int8 codes on the scan's grid: ``(codes, step, |codes|_1, |rounding|_2)``
+    with ``query = step * (codes + rounding)``."""
+    top = float(np.abs(query).max()) if len(query) else 0.0
+    step = top / 127 if top > 0 else 1.0
+    scaled = query / np.float32(step)
+    codes = np.rint(scaled).astype(np.int8)
+    rounding = float(np.linalg.norm(scaled - codes))
+    return codes, step, float(np.abs(codes.astype(np.int32)).sum()), rounding
+
+
+def _score(rows: np.ndarray, codes: np.ndarray, scales: np.ndarray, out: np.ndarray) -> None:
+    """``out[i] = scales[i] * (rows[i] . codes)``: exact int8 dot products, then scaled."""
+    if len(rows):
+        simsimd.cdist(codes[None, :], rows, "dot", out_dtype="float32", out=out.reshape(1, -1))
+        out *= scales
+
+
+def _offsets(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Where each span's rows sit in the concatenation of the spans."""
+    stops = np.cumsum([b - a for a, b in spans]).tolist()
+    return list(zip([0, *stops[:-1]], stops, strict=True))
+
+
+_NORM_ROWS = 1 << 18  # rows per call: a float64 result of 2 MB
+
+
+def _max_norm_of_codes(codes: np.ndarray, scales: np.ndarray) -> float:
+    """An upper bound on the norms of rows known only by their codes: ``|v| <= scale *
+    (|c| + |e|)`` with ``|e| <= sqrt(dim) / 2``; a row of zero codes is a zero vector (its
+    largest component would have code 127), such as an erased row."""
+    if len(codes) == 0:
+        return 0.0
+    half_steps = np.sqrt(codes.shape[1]) / 2
+    bound = 0.0
+    for start in range(0, len(codes), _NORM_ROWS):
+        chunk = codes[start : start + _NORM_ROWS]
+        squares = np.asarray(simsimd.dot(chunk, chunk))
+        norms = np.where(squares > 0, np.sqrt(squares) + half_steps, 0.0)
+        bound = max(bound, float((scales[start : start + _NORM_ROWS] * norms).max()))
+    return bound

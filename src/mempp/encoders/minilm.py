@@ -13,6 +13,7 @@ import importlib
 import json
 import os
 import re
+import threading
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -110,14 +111,14 @@ def _gelu_(x: np.ndarray) -> None:
 def _attention(qkv: np.ndarray, key_bias: np.ndarray | None) -> np.ndarray:
     """Multi-head self-attention; ``qkv`` is (batch, seq, 3, head, dim), queries pre-scaled.
 
-    Returns the context as (batch * seq, hidden).
+    Returns the context as (batch * seq, heads * dim).
     """
-    n, seq = qkv.shape[:2]
+    n, seq, _, heads = qkv.shape[:4]
     q = qkv[:, :, 0].transpose(0, 2, 1, 3)
     # Compact copies, made once per layer, make the many small GEMMs below up to 3x faster.
     k = np.ascontiguousarray(qkv[:, :, 1].transpose(0, 2, 3, 1))
     v = np.ascontiguousarray(qkv[:, :, 2].transpose(0, 2, 1, 3))
-    context = np.empty((n, seq, _HEADS, _HEAD_DIM), dtype=np.float32)
+    context = np.empty((n, seq, heads, _HEAD_DIM), dtype=np.float32)
     ctx = context.transpose(0, 2, 1, 3)
     rows = max(1, _ATTENTION_BLOCK // (seq * _HEAD_DIM))
     for start in range(0, seq, rows):
@@ -130,7 +131,7 @@ def _attention(qkv: np.ndarray, key_bias: np.ndarray | None) -> np.ndarray:
         np.matmul(weights, v, out=block)
         # Normalising the (rows, head_dim) context is cheaper than the (rows, seq) weights.
         block /= total
-    return context.reshape(n * seq, _HIDDEN)
+    return context.reshape(n * seq, heads * _HEAD_DIM)
 
 
 def _softmax_numerators(
@@ -214,6 +215,40 @@ def _load_layers(weights: dict[str, np.ndarray], n_layers: int) -> list[_Layer]:
     return layers
 
 
+@dataclass(frozen=True)
+class _Half:
+    """Half of a layer's attention heads and feed-forward units. A layer's output is the sum
+    of its two halves' products, so the halves of a question run on two threads at once."""
+
+    w_qkv: np.ndarray  # (hidden, 3 * hidden / 2): the query, key and value columns of its heads
+    b_qkv: np.ndarray
+    w_out: np.ndarray  # its heads' rows of the attention output
+    w_up: np.ndarray  # its units' columns of the up-projection
+    b_up: np.ndarray
+    w_down: np.ndarray  # and their rows of the down-projection
+
+
+def _halves(layer: _Layer) -> tuple[_Half, _Half]:
+    width, units = _HIDDEN // 2, layer.w_up.shape[1] // 2
+    halves = []
+    for h in range(2):
+        heads = np.concatenate(
+            [np.arange(j * _HIDDEN + h * width, j * _HIDDEN + (h + 1) * width) for j in range(3)]
+        )
+        own, unit = slice(h * width, (h + 1) * width), slice(h * units, (h + 1) * units)
+        halves.append(
+            _Half(
+                w_qkv=np.ascontiguousarray(layer.w_qkv[:, heads]),
+                b_qkv=layer.b_qkv[heads],
+                w_out=layer.w_out[own],
+                w_up=np.ascontiguousarray(layer.w_up[:, unit]),
+                b_up=layer.b_up[unit],
+                w_down=layer.w_down[unit],
+            )
+        )
+    return halves[0], halves[1]
+
+
 def _cores() -> int:
     """Cores this process may run on (a container's CPU set, not the host's count)."""
     try:
@@ -286,6 +321,10 @@ class MiniLMEmbedder:
         self._emb_ln_g = np.asarray(weights["embeddings.LayerNorm.weight"], dtype=np.float32)
         self._emb_ln_b = np.asarray(weights["embeddings.LayerNorm.bias"], dtype=np.float32)
         self._layers = _load_layers(weights, int(config["num_hidden_layers"]))
+        self._halves = [_halves(layer) for layer in self._layers]
+        self._pool: ThreadPoolExecutor | None = None
+        self._pool_pid = 0
+        self._pool_lock = threading.Lock()
 
     @property
     def name(self) -> str:
@@ -303,12 +342,12 @@ class MiniLMEmbedder:
         lengths = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
         batches = self._batches(lengths)
 
-        def forward(members: np.ndarray) -> np.ndarray:
-            return self._forward([ids[i] for i in members], lengths[members])
+        def forward(members: np.ndarray, split: bool = False) -> np.ndarray:
+            return self._forward([ids[i] for i in members], lengths[members], split)
 
         if len(batches) == 1 and int(lengths.sum()) <= _SMALL_CALL_TOKENS:
             with one_blas_thread():  # a question: see _SMALL_CALL_TOKENS
-                out[batches[0]] = forward(batches[0])
+                out[batches[0]] = forward(batches[0], split=self._workers > 1)
             return out
         if len(batches) == 1 or self._workers == 1:
             for members in batches:
@@ -355,7 +394,18 @@ class MiniLMEmbedder:
         match = _BOUNDARY.search(text, cut)
         return text if match is None else text[: match.start()]
 
-    def _forward(self, ids: list[list[int]], lengths: np.ndarray) -> np.ndarray:
+    def _half_pool(self) -> ThreadPoolExecutor:
+        """The thread that runs the second half of each layer of a small call (one per
+        process: a forked child starts its own)."""
+        with self._pool_lock:
+            if self._pool is None or self._pool_pid != os.getpid():
+                self._pool = ThreadPoolExecutor(1, thread_name_prefix="mempp-minilm")
+                self._pool_pid = os.getpid()
+            return self._pool
+
+    def _forward(
+        self, ids: list[list[int]], lengths: np.ndarray, split: bool = False
+    ) -> np.ndarray:
         n, seq = len(ids), int(lengths.max())
         tokens = np.zeros((n, seq), dtype=np.int64)
         for row, piece_ids in zip(tokens, ids, strict=True):
@@ -371,8 +421,13 @@ class MiniLMEmbedder:
         x = self._word[tokens.reshape(-1)]
         x.reshape(n, seq, _HIDDEN)[...] += self._position[:seq]
         _layer_norm_(x, self._emb_ln_g, self._emb_ln_b)
-        for layer in self._layers:
-            x = self._layer(x, layer, n, seq, key_bias)
+        if split:
+            pool = self._half_pool()
+            for layer, halves in zip(self._layers, self._halves, strict=True):
+                x = _split_layer(x, layer, halves, n, seq, key_bias, pool)
+        else:
+            for layer in self._layers:
+                x = self._layer(x, layer, n, seq, key_bias)
 
         summed = np.einsum("bsh,bs->bh", x.reshape(n, seq, _HIDDEN), valid.astype(np.float32))
         summed /= np.linalg.norm(summed, axis=1, keepdims=True)
@@ -401,3 +456,46 @@ class MiniLMEmbedder:
         out += attended
         _layer_norm_(out, layer.ln2_g, layer.ln2_b)
         return out
+
+
+def _split_layer(
+    x: np.ndarray,
+    layer: _Layer,
+    halves: tuple[_Half, _Half],
+    n: int,
+    seq: int,
+    key_bias: np.ndarray | None,
+    pool: ThreadPoolExecutor,
+) -> np.ndarray:
+    """``MiniLMEmbedder._layer`` with each half of the heads and of the feed-forward units on
+    a thread of its own: a question's products are too small for a multi-threaded BLAS to
+    split well, but each half reads only half of the layer's weights, and reading them is
+    what a question's encoding waits for."""
+
+    def attend(half: _Half) -> np.ndarray:
+        qkv = x @ half.w_qkv
+        qkv += half.b_qkv
+        context = _attention(qkv.reshape(n, seq, 3, _HEADS // 2, _HEAD_DIM), key_bias)
+        return context @ half.w_out
+
+    other = pool.submit(attend, halves[1])
+    attended = attend(halves[0])
+    attended += other.result()
+    attended += layer.b_out
+    attended += x
+    _layer_norm_(attended, layer.ln1_g, layer.ln1_b)
+
+    def feed(half: _Half) -> np.ndarray:
+        hidden = attended @ half.w_up
+        hidden += half.b_up
+        for start in range(0, hidden.shape[0], _GELU_ROWS):
+            _gelu_(hidden[start : start + _GELU_ROWS])
+        return hidden @ half.w_down
+
+    other = pool.submit(feed, halves[1])
+    out = feed(halves[0])
+    out += other.result()
+    out += layer.b_down
+    out += attended
+    _layer_norm_(out, layer.ln2_g, layer.ln2_b)
+    return out

@@ -237,7 +237,10 @@ class OnnxMiniLMEmbedder(MiniLMEmbedder):
         base = super().name
         return base + "/int8" if self._int8 else base
 
-    def _forward(self, ids: list[list[int]], lengths: np.ndarray) -> np.ndarray:
+    def _forward(
+        self, ids: list[list[int]], lengths: np.ndarray, split: bool = False
+    ) -> np.ndarray:
+        # ``split`` (a small call's layers in halves on two threads) is the numpy pass's own.
         n, seq = len(ids), int(lengths.max())
         tokens = np.zeros((n, seq), dtype=np.int64)
         for row, piece_ids in zip(tokens, ids, strict=True):
