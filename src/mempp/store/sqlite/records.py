@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Iterator, Sequence
+from contextlib import contextmanager
 from datetime import UTC, datetime
 
 import numpy as np
@@ -123,6 +124,12 @@ class _RecordsMixin(_SQLiteBase):
             reason = describe_failure(self.location, exc)
             raise StoreError(f"could not store the batch in {self.location}: {reason}") from None
         return results
+
+    @contextmanager
+    def bulk_load(self) -> Iterator[None]:
+        # Nothing to defer: the vector leg's scan copy and the BM25 replica catch up from
+        # the rows themselves, and FTS5 is maintained per row either way.
+        yield
 
     @staticmethod
     def _insert_row(
