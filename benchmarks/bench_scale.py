@@ -38,7 +38,6 @@ import shutil
 import statistics
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from datetime import date, timedelta
@@ -356,27 +355,16 @@ STORE_PARTS = (
 
 
 class SearchParts:
-    """Times every part of ``Memory.search``: wraps the store's read calls, the encoder's
-    ``embed`` and the wait for a question encoded beside the other legs on their instances,
-    adding each call's time to the current search's parts. A part timed on another thread
-    (the question's encoding, when it runs beside the legs) overlaps the others; what the
-    parts of the searching thread do not cover is fusion and glue."""
+    """Times every part of ``Memory.search``: wraps the store's read calls and the encoder's
+    ``embed`` on their instances, adding each call's time to the current search's parts; what
+    the parts do not cover is fusion and glue."""
 
-    def __init__(self, memory: object, store: object, embedder: object) -> None:
+    def __init__(self, store: object, embedder: object) -> None:
         self.current: dict[str, float] = {}
         self.samples: dict[str, list[float]] = {}
-        self.beside: set[str] = set()
-        self.searching = threading.get_ident()
         for name in STORE_PARTS:
             setattr(store, name, self._wrapped(name, getattr(store, name)))
         embedder.embed = self._wrapped("encode", embedder.embed)  # type: ignore[attr-defined]
-        query_vector = memory._query_vector  # type: ignore[attr-defined]
-
-        def timed_query_vector(*args: object, **kwargs: object) -> object:
-            found = query_vector(*args, **kwargs)
-            return self._wrapped("encode wait", found) if callable(found) else found
-
-        memory._query_vector = timed_query_vector  # type: ignore[attr-defined]
 
     def _wrapped(self, name: str, call: Callable[..., object]) -> Callable[..., object]:
         def timed_call(*args: object, **kwargs: object) -> object:
@@ -385,8 +373,6 @@ class SearchParts:
                 return call(*args, **kwargs)
             finally:
                 self.current[name] = self.current.get(name, 0.0) + time.perf_counter() - begun
-                if threading.get_ident() != self.searching:
-                    self.beside.add(name)
 
         return timed_call
 
@@ -394,21 +380,15 @@ class SearchParts:
         """Time one search and keep its parts."""
         self.current = {}
         seconds, result = timed(search)
-        names = ("encode", "encode wait", *STORE_PARTS)
-        parts = {name: self.current.get(name, 0.0) for name in names}
-        parts["fusion and glue"] = seconds - sum(
-            value for name, value in parts.items() if name not in self.beside
-        )
+        parts = {name: self.current.get(name, 0.0) for name in ("encode", *STORE_PARTS)}
+        parts["fusion and glue"] = seconds - sum(parts.values())
         for name, value in parts.items():
             self.samples.setdefault(name, []).append(value)
         return seconds, result
 
     def quantiles(self) -> dict[str, list[float]]:
         """p50 / p95 / p99 (ms) per part, over the searches since the last call."""
-        out = {
-            f"{name} (beside)" if name in self.beside else name: quantiles(values)
-            for name, values in self.samples.items()
-        }
+        out = {name: quantiles(values) for name, values in self.samples.items()}
         self.samples = {}
         return out
 
@@ -434,7 +414,7 @@ def measure(path: Path, queries: int, seed: int) -> dict[str, object]:
         embedder = memory.embedder
         limit = settings.candidates
         vectors = [embedder.embed([q])[0] for q in questions]
-        parts = SearchParts(memory, store, embedder)
+        parts = SearchParts(store, embedder)
         legs: dict[str, Callable[[str, np.ndarray, int | None], object]] = {
             "encode": lambda q, v, b: embedder.embed([q]),
             "lexical": lambda q, v, b: store.lexical(scope, lexical_query(q, settings), b, limit),

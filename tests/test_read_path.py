@@ -267,7 +267,7 @@ def test_as_of_stated_in_the_question_bounds_the_scope_when_asked_to(keyword_mem
     assert {h.id for h in keyword_memory.search("the budget", settings=reading)} == {old, new}
 
 
-# -- the question encoded while the other legs run ------------------------------------------
+# -- the question's encoding and the threads of the scan -----------------------------------
 class _FailingQuestions:
     """Embeds documents like the keyword encoder and refuses any one-text call (a question)."""
 
@@ -297,8 +297,8 @@ def _search_in_child(path, queue) -> None:
 
 
 def test_a_forked_child_searches_with_pools_of_its_own(db_path, monkeypatch) -> None:
-    """The encoding and scan pools hold threads, which a forked child does not inherit: the
-    child must start its own instead of queueing work for threads that are not there."""
+    """The scan's pool holds threads, which a forked child does not inherit: the child must
+    start its own instead of queueing work for threads that are not there."""
     import multiprocessing
 
     from mempp import vectors

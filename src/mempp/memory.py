@@ -13,10 +13,11 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from datetime import date, datetime
 from typing import TYPE_CHECKING, Any
+
+import numpy as np
 
 from mempp import validate
 from mempp.dates import key_to_datetime, parse_as_of
@@ -26,14 +27,7 @@ from mempp.evidence import Evidence, EvidenceStyle, append_facts, render_evidenc
 from mempp.filters import NO_FILTERS, Filters
 from mempp.packing import PackingOptions
 from mempp.records import AddResult, Document, Hit, Record
-from mempp.retrieval import (
-    LegLists,
-    QueryVector,
-    fuse_and_select,
-    run_legs,
-    scope_bound,
-    to_hits,
-)
+from mempp.retrieval import LegLists, fuse_and_select, run_legs, scope_bound, to_hits
 from mempp.settings import Settings, preset
 from mempp.store import Store, open_store
 from mempp.store.verify import Check
@@ -49,30 +43,6 @@ DateLike = str | date | datetime | None
 DocumentLike = Document | Mapping[str, Any] | str
 DEFAULT_SCOPE = "default"
 DEFAULT_BATCH = 64
-
-# Questions encoded while a search's other legs run: a few at once (a server searches from
-# several threads); beyond that they queue, as the cores are busy anyway.
-_ENCODING_THREADS = 4
-_encoding: ThreadPoolExecutor | None = None
-_encoding_lock = threading.Lock()
-
-
-def _encoding_pool() -> ThreadPoolExecutor:
-    global _encoding
-    with _encoding_lock:
-        if _encoding is None:
-            _encoding = ThreadPoolExecutor(_ENCODING_THREADS, thread_name_prefix="mempp-encode")
-        return _encoding
-
-
-def _forget_encoding_pool() -> None:
-    # A forked child has none of the parent's threads: a pool inherited from it would queue
-    # work that no thread ever runs.
-    global _encoding
-    _encoding = None
-
-
-os.register_at_fork(after_in_child=_forget_encoding_pool)
 
 
 class Memory:
@@ -307,15 +277,10 @@ class Memory:
         filters: Filters = NO_FILTERS,
     ) -> LegLists:
         """Run the three legs alone (used by ``search`` and by the benchmarks)."""
-        vector = None
-        if settings.w_vec > 0:
-            # Encoding the question is the longest step before the vector leg, and the other
-            # legs do not need it: it runs in a thread of its own meanwhile.
-            later = settings.w_lex > 0 or settings.w_tag > 0
-            vector = self._query_vector(question, later=later)
+        vector = self._query_vector(question) if settings.w_vec > 0 else None
         return run_legs(self._store, self.scope, question, vector, as_of, settings, filters)
 
-    def _query_vector(self, question: str, *, later: bool = False) -> QueryVector | None:
+    def _query_vector(self, question: str) -> np.ndarray | None:
         stored = self._store.encoder()
         if stored is None:  # nothing stored yet: no vectors to compare with
             return None
@@ -325,10 +290,7 @@ class Memory:
                 f"{self._store.location} holds vectors of encoder {stored[0]} ({stored[1]}-d); "
                 f"this Memory uses {embedder.name} ({embedder.dim}-d)"
             )
-        if not later:
-            return embedder.embed([question])[0]
-        future = _encoding_pool().submit(embedder.embed, [question])
-        return lambda: future.result()[0]
+        return embedder.embed([question])[0]
 
     def evidence(
         self,

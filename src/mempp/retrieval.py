@@ -27,9 +27,6 @@ from mempp.records import Hit
 from mempp.settings import LEGS, Settings
 from mempp.store.base import Store
 
-# The question's vector, or a call that waits for it (encoded while the other legs run).
-QueryVector = np.ndarray | Callable[[], np.ndarray]
-
 
 @dataclass(frozen=True, slots=True)
 class LegLists:
@@ -59,15 +56,14 @@ def run_legs(
     store: Store,
     scope: str,
     question: str,
-    query_vector: QueryVector | None,
+    query_vector: np.ndarray | None,
     as_of: int | None,
     settings: Settings,
     filters: Filters = NO_FILTERS,
 ) -> LegLists:
     """Each leg returns at most ``C`` in-scope rows (the scope: tenant, active, ``as_of`` and
     ``filters``). A leg of weight 0 is not queried. The legs are independent lookups, run
-    together where the engine gains from it; the vector leg comes after the lexical and tag
-    legs, so a vector still being encoded is waited for last."""
+    together where the engine gains from it."""
     limit = settings.candidates
     calls: dict[str, Callable[[], list[int]]] = {}
     if settings.w_lex > 0:
@@ -77,13 +73,7 @@ def run_legs(
         labels = tag_labels(question, settings)
         calls["tag"] = lambda: store.tagged(scope, labels, as_of, limit, filters=filters)
     if settings.w_vec > 0 and query_vector is not None:
-        vector = query_vector
-
-        def nearest() -> list[int]:
-            found = vector() if callable(vector) else vector
-            return store.nearest(scope, found, as_of, limit, filters=filters)
-
-        calls["vec"] = nearest
+        calls["vec"] = lambda: store.nearest(scope, query_vector, as_of, limit, filters=filters)
     spans = date_spans(question) if settings.w_date > 0 else ()
     if spans:
         calls["dated"] = lambda: store.dated_within(scope, spans, as_of, limit, filters=filters)
