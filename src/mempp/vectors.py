@@ -396,7 +396,9 @@ class ExactVectorIndex:
 
         wanted = min(eligible, _RESCORE * limit)
         if wanted < eligible:
-            candidates = np.argpartition(approx, len(approx) - wanted)[len(approx) - wanted :]
+            # The best ``wanted`` approximations, and any tied with the last of them.
+            cut = float(np.partition(approx, len(approx) - wanted)[len(approx) - wanted])
+            candidates = np.flatnonzero(approx >= cut)
         else:
             candidates = np.flatnonzero(approx > -np.inf)
         with one_blas_thread():
@@ -408,14 +410,13 @@ class ExactVectorIndex:
             # left out scores at most its approximation plus that.
             per_scale = _MARGIN * codes_l1 / 2
             fixed = _MARGIN * rounding * self._max_norm
-            kth = np.partition(exact, wanted - limit)[wanted - limit] / step
-            best_left_out = float(approx[candidates].min()) + self._max_scale * per_scale + fixed
-            if best_left_out >= kth:
-                reach = approx + np.float32(fixed)  # masked rows stay at -inf
-                for (a, b), (start, stop) in zip(spans, _offsets(spans), strict=True):
-                    reach[start:stop] += scan.scales[a:b] * np.float32(per_scale)
-                reach[candidates] = -np.inf  # scored already
-                extra = np.flatnonzero(reach >= kth)
+            kth = np.partition(exact, len(exact) - limit)[len(exact) - limit] / step
+            slack = self._max_scale * per_scale + fixed
+            if cut + slack >= kth:  # a row left out (approx < cut) might still win
+                near = np.flatnonzero((approx >= kth - slack) & (approx < cut))
+                reach = approx[near] + np.float32(fixed)
+                reach += scan.scales[positions(near)] * np.float32(per_scale)
+                extra = near[reach >= kth]
                 with one_blas_thread():
                     more = self._exact_scores(scan, positions(extra), query)
                 candidates = np.concatenate([candidates, extra])
@@ -573,12 +574,6 @@ def _score(rows: np.ndarray, codes: np.ndarray, scales: np.ndarray, out: np.ndar
     if len(rows):
         simsimd.cdist(codes[None, :], rows, "dot", out_dtype="float32", out=out.reshape(1, -1))
         out *= scales
-
-
-def _offsets(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    """Where each span's rows sit in the concatenation of the spans."""
-    stops = np.cumsum([b - a for a, b in spans]).tolist()
-    return list(zip([0, *stops[:-1]], stops, strict=True))
 
 
 _NORM_ROWS = 1 << 18  # rows per call: a float64 result of 2 MB
