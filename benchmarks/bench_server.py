@@ -143,10 +143,14 @@ async def served(
                 else:
                     n = next(counter)
                     question = questions[n % len(questions)][0]
-                    request = ("/v1/records", {
-                        "text": f"bench note {n}: {question}", "author": f"client {offset}",
-                        "date": "2025-01-01",
-                    })
+                    request = (
+                        "/v1/records",
+                        {
+                            "text": f"bench note {n}: {question}",
+                            "author": f"client {offset}",
+                            "date": "2025-01-01",
+                        },
+                    )
                 i += clients
                 t0 = time.perf_counter()
                 try:
@@ -204,20 +208,25 @@ def main() -> None:
     records = synthetic_records(min(args.size, 5000))  # the generator of the store: same words
     questions = queries(records, args.queries)
 
-    print(f"\nstore {path}: {args.size:,} records; k={K}; encoder: random document vectors, "
-          "MiniLM for queries and added documents; "
-          f"{args.seconds:.0f} s per phase after {WARMUP_S:.0f} s warm-up\n", flush=True)
+    print(
+        f"\nstore {path}: {args.size:,} records; k={K}; encoder: random document vectors, "
+        "MiniLM for queries and added documents; "
+        f"{args.seconds:.0f} s per phase after {WARMUP_S:.0f} s warm-up\n",
+        flush=True,
+    )
     local = {c: in_process(path, questions, c, args.seconds) for c in args.clients}
     for phase in local.values():
         print(phase.line(), flush=True)
     process, url = start_server(path)
     try:
-        remote = {c: asyncio.run(served(url, "search", questions, c, args.seconds))
-                  for c in args.clients}
+        remote = {
+            c: asyncio.run(served(url, "search", questions, c, args.seconds)) for c in args.clients
+        }
         for phase in remote.values():
             print(phase.line(), flush=True)
-        adds = {c: asyncio.run(served(url, "add", questions, c, args.seconds))
-                for c in args.clients}
+        adds = {
+            c: asyncio.run(served(url, "add", questions, c, args.seconds)) for c in args.clients
+        }
         for phase in adds.values():
             print(phase.line(), flush=True)
     finally:

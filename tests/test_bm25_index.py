@@ -148,6 +148,7 @@ def test_a_replica_saved_as_npz_by_an_earlier_mempp_still_loads(tmp_path) -> Non
         index.max_id,
         "fingerprint",
     )
+
     def everyone(ids: np.ndarray) -> np.ndarray:
         return np.ones(len(ids), dtype=bool)
 

@@ -130,7 +130,9 @@ def test_mempp_serve_runs_and_stops_on_sigterm(tmp_path: Path) -> None:
     mempp = str(Path(sys.executable).with_name("mempp"))
     process = subprocess.Popen(
         [mempp, "serve", "--db", db, "--port", str(port), "--log-level", "warning"],
-        stderr=subprocess.PIPE, text=True, env={**os.environ, "MEMPP_ENCODER": "minilm"},
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "MEMPP_ENCODER": "minilm"},
     )
     try:
         url = f"http://127.0.0.1:{port}"

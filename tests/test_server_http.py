@@ -74,8 +74,14 @@ def test_add_get_search_evidence_round_trip(served: Served) -> None:
         thread="t1",
         source="slack://1",
     )
-    second = add(c, "The launch moves to Monday.", author="Bo", date="2024-04-02", thread="t1",
-                 metadata={"channel": "C42", "ts": "1712000000.1"})
+    second = add(
+        c,
+        "The launch moves to Monday.",
+        author="Bo",
+        date="2024-04-02",
+        thread="t1",
+        metadata={"channel": "C42", "ts": "1712000000.1"},
+    )
     assert c.post("/v1/records", json={"text": "   "}).json() == {"id": None, "skipped": "empty"}
     again = c.post(  # a repeat is the same author, text and date
         "/v1/records",

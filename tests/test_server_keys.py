@@ -57,8 +57,12 @@ def tenants(engine_location: str) -> Iterator[Tenants]:  # noqa: F811
 
 def test_keys_cli_creates_lists_and_revokes(tmp_path: Path, capsys) -> None:
     db = str(tmp_path / "m.db")
-    assert main(["--db", db, "keys", "create", "--scope", "ops", "--role", "write",
-                 "--label", "ci bot"]) == 0
+    assert (
+        main(
+            ["--db", db, "keys", "create", "--scope", "ops", "--role", "write", "--label", "ci bot"]
+        )
+        == 0
+    )
     token = capsys.readouterr().out.strip()
     assert token.startswith("mempp_")
     key_id = token.split("_")[1]
@@ -102,8 +106,11 @@ def test_roles(tenants: Tenants) -> None:
     with tenants.client("a_read") as reader:
         refused = reader.post("/v1/records", json={"text": "secret plan"})
         assert refused.status_code == 403 and "write" in refused.json()["detail"]
-        upload = reader.post("/v1/ingest", content=b'{"text": "x"}\n',
-                             headers={"content-type": "application/x-ndjson"})
+        upload = reader.post(
+            "/v1/ingest",
+            content=b'{"text": "x"}\n',
+            headers={"content-type": "application/x-ndjson"},
+        )
         assert upload.status_code == 403
         assert reader.post("/v1/search", json={"query": "plan"}).status_code == 200
     assert tenants.state.store.count("team-a", active_only=False) == 0
@@ -115,9 +122,15 @@ def test_roles(tenants: Tenants) -> None:
 def test_a_key_for_one_scope_sees_nothing_of_another_over_http(tenants: Tenants) -> None:
     with tenants.client("a_write") as a, tenants.client("b_write") as b:
         a_ids = [
-            a.post("/v1/records", json={"text": f"team a secret plan {i}", "author": "Ana",
-                                        "date": "2024-01-0" + str(i + 1), "tags": ["plan"]}
-                   ).json()["id"]
+            a.post(
+                "/v1/records",
+                json={
+                    "text": f"team a secret plan {i}",
+                    "author": "Ana",
+                    "date": "2024-01-0" + str(i + 1),
+                    "tags": ["plan"],
+                },
+            ).json()["id"]
             for i in range(5)
         ]
         upload = b"".join(
@@ -153,9 +166,11 @@ def test_a_key_for_one_scope_sees_nothing_of_another_over_http(tenants: Tenants)
 
 def mcp_client(url: str, token: str | None) -> Client:
     headers = {"Authorization": f"Bearer {token}"} if token else {}
-    return Client(streamable_http_client(
-        f"{url}/mcp", http_client=httpx2.AsyncClient(headers=headers, timeout=60)
-    ))
+    return Client(
+        streamable_http_client(
+            f"{url}/mcp", http_client=httpx2.AsyncClient(headers=headers, timeout=60)
+        )
+    )
 
 
 def test_a_key_for_one_scope_sees_nothing_of_another_over_mcp(tenants: Tenants) -> None:
@@ -195,7 +210,9 @@ def test_serve_refuses_a_public_address_without_keys(tmp_path: Path) -> None:
     db = str(tmp_path / "m.db")
     result = subprocess.run(
         [MEMPP, "serve", "--db", db, "--host", "0.0.0.0", "--port", "0"],
-        capture_output=True, text=True, timeout=120,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert result.returncode == 2
     assert "non-loopback" in result.stderr and "mempp keys create" in result.stderr

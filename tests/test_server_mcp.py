@@ -59,25 +59,47 @@ async def exercise(client: Client) -> None:
     assert "record N" in listed["get_evidence"].description
     assert listed["search_memory"].input_schema["properties"]["k"]["maximum"] == 1000
 
-    first = structured(await client.call_tool("remember", {
-        "text": "The launch plan: ship on Friday.", "author": "Ana", "date": "2024-03-01",
-        "tags": ["launch"], "thread": "t1",
-    }))
+    first = structured(
+        await client.call_tool(
+            "remember",
+            {
+                "text": "The launch plan: ship on Friday.",
+                "author": "Ana",
+                "date": "2024-03-01",
+                "tags": ["launch"],
+                "thread": "t1",
+            },
+        )
+    )
     assert first["skipped"] is None
-    later = structured(await client.call_tool("remember", {
-        "text": "The launch moves to Monday.", "author": "Bo", "date": "2024-04-02",
-    }))
-    again = structured(await client.call_tool("remember", {  # same author, text and date
-        "text": "The launch moves to Monday.", "author": "Bo", "date": "2024-04-02",
-    }))
+    later = structured(
+        await client.call_tool(
+            "remember",
+            {
+                "text": "The launch moves to Monday.",
+                "author": "Bo",
+                "date": "2024-04-02",
+            },
+        )
+    )
+    again = structured(
+        await client.call_tool(
+            "remember",
+            {  # same author, text and date
+                "text": "The launch moves to Monday.",
+                "author": "Bo",
+                "date": "2024-04-02",
+            },
+        )
+    )
     assert again == {"id": None, "skipped": "duplicate"}
 
     hits = structured(await client.call_tool("search_memory", {"query": "launch plan"}))["hits"]
     assert {hit["id"] for hit in hits} == {first["id"], later["id"]}
     assert all(hit["date"] and hit["author"] and hit["text"] for hit in hits)
-    past = structured(await client.call_tool(
-        "search_memory", {"query": "launch plan", "as_of": "2024-03-31"}
-    ))["hits"]
+    past = structured(
+        await client.call_tool("search_memory", {"query": "launch plan", "as_of": "2024-03-31"})
+    )["hits"]
     assert [hit["id"] for hit in past] == [first["id"]]
 
     block = await client.call_tool("get_evidence", {"query": "launch", "as_of": "2024-03-31"})
@@ -152,13 +174,15 @@ def test_ask_memory_only_with_an_llm(tmp_path: Path) -> None:
                 async with http_client(url) as client:
                     names = {tool.name for tool in (await client.list_tools()).tools}
                     assert names == TOOLS | {"ask_memory"}
-                    stored = structured(await client.call_tool(
-                        "remember", {"text": "The launch is on Friday.", "date": "2024-03-01"}
-                    ))
+                    stored = structured(
+                        await client.call_tool(
+                            "remember", {"text": "The launch is on Friday.", "date": "2024-03-01"}
+                        )
+                    )
                     fake.reply(json.dumps({"answer": "Friday", "citations": [stored["id"]]}))
-                    answer = structured(await client.call_tool(
-                        "ask_memory", {"question": "When is the launch?"}
-                    ))
+                    answer = structured(
+                        await client.call_tool("ask_memory", {"question": "When is the launch?"})
+                    )
                     assert answer["answer"] == "Friday" and answer["citations"] == [stored["id"]]
 
             anyio.run(main)

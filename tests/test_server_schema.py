@@ -43,10 +43,17 @@ def test_every_operation_conforms_and_never_5xx(tmp_path: Path, mode: Generation
             embedder=KeywordEmbedder(["alpha", "plan"]),
             llm=fast_client(fake),
         )
-        state.memory("default").add_many([
-            {"text": "alpha plan one", "author": "Ana", "date": "2024-01-01"},
-            {"text": "the plan changed", "author": "Bo", "date": "2024-02-01", "tags": ["plan"]},
-        ])
+        state.memory("default").add_many(
+            [
+                {"text": "alpha plan one", "author": "Ana", "date": "2024-01-01"},
+                {
+                    "text": "the plan changed",
+                    "author": "Bo",
+                    "date": "2024-02-01",
+                    "tags": ["plan"],
+                },
+            ]
+        )
         url = stack.enter_context(live_server(create_app(state)))
         schema = schemathesis.openapi.from_url(f"{url}/openapi.json")
         operations = [result.ok() for result in schema.get_all_operations()]
@@ -61,7 +68,11 @@ def test_every_operation_conforms_and_never_5xx(tmp_path: Path, mode: Generation
                 without_input.add(operation.label)  # nothing to make invalid
         # Any bytes are an upload (bad lines are reported one by one), so ingest is here too.
         assert without_input <= {
-            "GET /healthz", "GET /readyz", "GET /v1/info", "GET /v1/corrections", "POST /v1/ingest"
+            "GET /healthz",
+            "GET /readyz",
+            "GET /v1/info",
+            "GET /v1/corrections",
+            "POST /v1/ingest",
         }
 
 

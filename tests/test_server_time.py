@@ -28,14 +28,36 @@ from serving import live_server
 
 WORDS = ["plan", "launch", "budget", "secret"]
 DOCS = [
-    {"text": "The launch plan: ship on Friday.", "author": "Ana", "date": "2024-03-01",
-     "tags": ["launch"], "thread": "t1", "source": "slack:C1/1"},
-    {"text": "The launch moves to Monday.", "author": "Bo", "date": "2024-04-02",
-     "tags": ["launch", "urgent"], "thread": "t1", "source": "slack:C1/2"},
-    {"text": "Budget plan approved.", "author": "Ana", "date": "2024-05-10",
-     "tags": ["budget"], "source": "mail:7"},
-    {"text": "Launch plan final: Tuesday.", "author": "Cy", "date": "2024-06-01",
-     "tags": ["launch"], "source": "wiki:launch"},
+    {
+        "text": "The launch plan: ship on Friday.",
+        "author": "Ana",
+        "date": "2024-03-01",
+        "tags": ["launch"],
+        "thread": "t1",
+        "source": "slack:C1/1",
+    },
+    {
+        "text": "The launch moves to Monday.",
+        "author": "Bo",
+        "date": "2024-04-02",
+        "tags": ["launch", "urgent"],
+        "thread": "t1",
+        "source": "slack:C1/2",
+    },
+    {
+        "text": "Budget plan approved.",
+        "author": "Ana",
+        "date": "2024-05-10",
+        "tags": ["budget"],
+        "source": "mail:7",
+    },
+    {
+        "text": "Launch plan final: Tuesday.",
+        "author": "Cy",
+        "date": "2024-06-01",
+        "tags": ["launch"],
+        "source": "wiki:launch",
+    },
 ]
 
 
@@ -119,7 +141,9 @@ def test_corrections_round_trip_attributed_to_the_caller(served: Served) -> None
     assert done.status_code == 200, done.text
     supersession = done.json()
     assert (supersession["operation"], supersession["record_ids"], supersession["by"]) == (
-        "supersede", [first], second
+        "supersede",
+        [first],
+        second,
     )
     assert (supersession["reason"], supersession["actor"]) == ("moved", "local")
     assert c.get(f"/v1/records/{first}").json()["superseded_by"] == second
@@ -194,8 +218,12 @@ BAD = [
     ("known_at not a date", "/v1/search", {"query": "a", "known_at": "soon"}, "known_at"),
     ("known_at a number", "/v1/evidence", {"query": "a", "known_at": 2024}, "known_at"),
     ("since not a date", "/v1/search", {"query": "a", "since": "2024-02-30"}, "since"),
-    ("since after as_of", "/v1/search",
-     {"query": "a", "as_of": "2024-01-01", "since": "2024-02-01"}, "since"),
+    (
+        "since after as_of",
+        "/v1/search",
+        {"query": "a", "as_of": "2024-01-01", "since": "2024-02-01"},
+        "since",
+    ),
     ("tags one string", "/v1/search", {"query": "a", "tags": "launch"}, "tags"),
     ("tag blank", "/v1/evidence", {"query": "a", "tags": ["  "]}, "tags"),
     ("tags_mode unknown", "/v1/search", {"query": "a", "tags_mode": "some"}, "tags_mode"),
@@ -208,10 +236,13 @@ BAD = [
     ("history limit zero", "/v1/history", {"query": "a", "limit": 0}, "limit"),
     ("history as_of bad", "/v1/history", {"query": "a", "as_of": "May"}, "as_of"),
     ("changes without until", "/v1/changes", {"since": "2024-01-01"}, "until"),
-    ("changes backwards", "/v1/changes", {"since": "2024-02-01", "until": "2024-01-01"},
-     "until"),
-    ("changes known_since alone", "/v1/changes",
-     {"since": "2024-01-01", "until": "2024-02-01", "known_since": "2024-01-01"}, "known_until"),
+    ("changes backwards", "/v1/changes", {"since": "2024-02-01", "until": "2024-01-01"}, "until"),
+    (
+        "changes known_since alone",
+        "/v1/changes",
+        {"since": "2024-01-01", "until": "2024-02-01", "known_since": "2024-01-01"},
+        "known_until",
+    ),
     ("supersede by itself", "/v1/records/1/supersede", {"by": 1, "reason": "x"}, "by"),
     ("supersede by a string", "/v1/records/1/supersede", {"by": "2", "reason": "x"}, "by"),
     ("supersede without reason", "/v1/records/1/supersede", {"by": 2}, "reason"),
@@ -343,9 +374,11 @@ def test_a_key_for_one_scope_cannot_touch_another_scopes_records(tenants: Tenant
 # -- MCP -----------------------------------------------------------------------------------
 def mcp_client(url: str, token: str | None = None) -> Client:
     headers = {"Authorization": f"Bearer {token}"} if token else {}
-    return Client(streamable_http_client(
-        f"{url}/mcp", http_client=httpx2.AsyncClient(headers=headers, timeout=60)
-    ))
+    return Client(
+        streamable_http_client(
+            f"{url}/mcp", http_client=httpx2.AsyncClient(headers=headers, timeout=60)
+        )
+    )
 
 
 def test_mcp_filters_and_memory_history(served: Served) -> None:

@@ -318,9 +318,7 @@ def archive(
 def redact(
     record_id: RecordId, body: CorrectionIn, request: Request, principal: Admin
 ) -> CorrectionOut:
-    done = _memory(request, principal).redact(
-        record_id, reason=body.reason, actor=principal.key_id
-    )
+    done = _memory(request, principal).redact(record_id, reason=body.reason, actor=principal.key_id)
     return CorrectionOut.model_validate(done.to_dict())
 
 

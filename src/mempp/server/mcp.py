@@ -63,8 +63,10 @@ KnownAt = Annotated[
 ]
 Since = Annotated[
     str | None,
-    Field(description="Only records dated on or after this date (YYYY-MM-DD); with as_of, "
-          "a window such as one quarter."),
+    Field(
+        description="Only records dated on or after this date (YYYY-MM-DD); with as_of, "
+        "a window such as one quarter."
+    ),
 ]
 Author = Annotated[Label, Field(description="Only records by this author, exactly as stored.")]
 Tags = Annotated[
@@ -144,8 +146,15 @@ def build_mcp(state: ServerState, principal: Callable[[Context], Principal]) -> 
         memory = memory_for(ctx, "read")
         hits = _library(
             lambda: memory.search(
-                query, as_of=as_of, k=k, known_at=known_at, since=since, author=author,
-                tags=tags, thread=thread, source=source,
+                query,
+                as_of=as_of,
+                k=k,
+                known_at=known_at,
+                since=since,
+                author=author,
+                tags=tags,
+                thread=thread,
+                source=source,
             )
         )
         return {"hits": [_hit(hit.to_dict()) for hit in hits]}
@@ -177,8 +186,16 @@ def build_mcp(state: ServerState, principal: Callable[[Context], Principal]) -> 
         memory = memory_for(ctx, "read")
         block = _library(
             lambda: memory.evidence(
-                query, as_of=as_of, k=k, budget=budget, known_at=known_at, since=since,
-                author=author, tags=tags, thread=thread, source=source,
+                query,
+                as_of=as_of,
+                k=k,
+                budget=budget,
+                known_at=known_at,
+                since=since,
+                author=author,
+                tags=tags,
+                thread=thread,
+                source=source,
             )
         )
         return block.text or "(no matching records)"

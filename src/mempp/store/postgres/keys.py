@@ -28,8 +28,15 @@ class _KeysMixin(_PostgresBase):
                 f"""INSERT INTO api_keys ({_KEY_COLUMNS}, secret_hash)
                     VALUES (%s, %s, %s, %s, %s, %s, %s)
                     ON CONFLICT (key_id) DO NOTHING RETURNING key_id""",
-                (key.key_id, key.scope, key.role, key.label, key.created_at,
-                 key.revoked_at, secret_hash),
+                (
+                    key.key_id,
+                    key.scope,
+                    key.role,
+                    key.label,
+                    key.created_at,
+                    key.revoked_at,
+                    secret_hash,
+                ),
             ).fetchone()
         if inserted is None:
             raise InvalidInput(f"cannot store key {key.key_id}: the id is taken")

@@ -75,7 +75,5 @@ def _operational_errors(cls: type) -> type:
 
 
 @_operational_errors
-class SQLiteStore(
-    _LegsMixin, _ErasureMixin, _TimelineMixin, _GraphMixin, _VerifyMixin, _KeysMixin
-):
+class SQLiteStore(_LegsMixin, _ErasureMixin, _TimelineMixin, _GraphMixin, _VerifyMixin, _KeysMixin):
     """The default engine: a single local file, no server."""

@@ -25,8 +25,15 @@ class _KeysMixin(_SQLiteBase):
                 conn.execute(
                     f"""INSERT INTO api_keys ({_KEY_COLUMNS}, secret_hash)
                         VALUES (?, ?, ?, ?, ?, ?, ?)""",
-                    (key.key_id, key.scope, key.role, key.label, key.created_at,
-                     key.revoked_at, secret_hash),
+                    (
+                        key.key_id,
+                        key.scope,
+                        key.role,
+                        key.label,
+                        key.created_at,
+                        key.revoked_at,
+                        secret_hash,
+                    ),
                 )
         except sqlite3.IntegrityError as exc:
             raise InvalidInput(f"cannot store key {key.key_id}: {exc}") from None
