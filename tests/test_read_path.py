@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import multiprocessing
+
 import pytest
 
-from mempp import InvalidDate, InvalidInput, Memory, PackingOptions, Settings
+from mempp import InvalidDate, InvalidInput, Memory, PackingOptions, Settings, vectors
+
+from conftest import KeywordEmbedder
 
 NO_RESERVE = Settings(reserve=0)
 
@@ -288,35 +292,27 @@ def test_an_encoding_error_reaches_the_caller_of_search(keyword_memory, db_path)
         assert ids(memory.search("alpha"))  # and the next search still works
 
 
-def _search_in_child(path, queue) -> None:
-    from tests.conftest import KeywordEmbedder
-
-    embedder = KeywordEmbedder(["alpha", "beta", "gamma", "delta", "budget", "launch"])
-    with Memory(path, embedder=embedder) as memory:
+def _search_in_child(path, keywords, queue) -> None:
+    with Memory(path, embedder=KeywordEmbedder(keywords)) as memory:
         queue.put([h.id for h in memory.search("alpha beta", settings=NO_RESERVE)])
 
 
-def test_a_forked_child_searches_with_pools_of_its_own(db_path, monkeypatch) -> None:
+def test_a_forked_child_searches_with_pools_of_its_own(
+    keyword_memory, db_path, monkeypatch
+) -> None:
     """The scan's pool holds threads, which a forked child does not inherit: the child must
     start its own instead of queueing work for threads that are not there."""
-    import multiprocessing
-
-    from mempp import vectors
-
     monkeypatch.setattr(vectors, "_PARALLEL_ROWS", 8)  # the scan split across threads too
-    from tests.conftest import KeywordEmbedder
-
-    embedder = KeywordEmbedder(["alpha", "beta", "gamma", "delta", "budget", "launch"])
-    with Memory(db_path, embedder=embedder) as memory:
-        memory.add_many([f"alpha note {i}" for i in range(40)] + ["alpha beta"])
-        expected = ids(memory.search("alpha beta", settings=NO_RESERVE))
-        context = multiprocessing.get_context("fork")
-        queue = context.Queue()
-        child = context.Process(target=_search_in_child, args=(db_path, queue))
-        child.start()
-        child.join(timeout=30)
-        if child.is_alive():
-            child.kill()
-            pytest.fail("the forked child's search never finished")
-        assert child.exitcode == 0
-        assert queue.get(timeout=5) == expected
+    keyword_memory.add_many([f"alpha note {i}" for i in range(40)] + ["alpha beta"])
+    expected = ids(keyword_memory.search("alpha beta", settings=NO_RESERVE))
+    keywords = list(keyword_memory.embedder.keywords)
+    context = multiprocessing.get_context("fork")
+    queue = context.Queue()
+    child = context.Process(target=_search_in_child, args=(db_path, keywords, queue))
+    child.start()
+    child.join(timeout=30)
+    if child.is_alive():
+        child.kill()
+        pytest.fail("the forked child's search never finished")
+    assert child.exitcode == 0
+    assert queue.get(timeout=5) == expected
