@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import sqlite3
 import time
 from pathlib import Path
 
@@ -90,6 +91,25 @@ def test_replica_equals_fts5_on_random_corpus(db_path, settings) -> None:
         assert checked > 40
         newest = memory.store._conn.execute("SELECT max(id) FROM records").fetchone()[0]
         assert memory.store._bm25.max_id == newest  # caught up with the late additions
+
+
+def test_an_error_in_the_phrase_query_reaches_the_caller(db_path, monkeypatch) -> None:
+    # FTS5 matches the phrases on a thread of its own; what fails there fails the leg.
+    settings = preset("default")
+    with Memory(db_path, embedder=KeywordEmbedder(["budget"]), settings=settings) as memory:
+        memory.add_many([{"text": f"budget review for the {w} plan"} for w in WORDS[:30]])
+        memory.store.bm25_min_rows = 0
+        _wait_for_replica(memory)
+        query = lexical_query("budget review", settings)
+        assert query.phrases and query.mode == "disjunctive"
+        assert memory.store._lexical_in_ram(memory.scope, query, None, 5)
+
+        def broken(phrases: object) -> None:
+            raise sqlite3.OperationalError("database disk image is malformed")
+
+        monkeypatch.setattr(memory.store, "_phrase_scores", broken)
+        with pytest.raises(sqlite3.OperationalError, match="malformed"):
+            memory.store._lexical_in_ram(memory.scope, query, None, 5)
 
 
 def test_replica_is_not_used_for_multi_token_terms(db_path) -> None:

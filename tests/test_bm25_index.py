@@ -83,6 +83,41 @@ def test_rankings_and_postings_match_a_plain_reference(
     assert index.lengths(np.arange(1, 3001)).tolist() == lengths[1:].tolist()
 
 
+def test_searches_between_appends_score_under_the_statistics_of_the_moment() -> None:
+    # The per-row length norms are cached for one state of N and avgdl; an append changes
+    # both, so a search after it must not reuse the norms of the search before it.
+    rng = np.random.default_rng(11)
+    batches = list(_batches(rng, rows=1500, terms=30, parts=6))
+    index = Bm25Index()
+    for done, (postings, new_rows, max_id) in enumerate(batches, start=1):
+        index.add_postings(postings, new_rows, max_id)
+        for trial in range(6):
+            query = [f"t{int(t)}" for t in rng.integers(0, 30, int(rng.integers(1, 4)))]
+            conjunctive = trial % 3 == 0
+            got = index.search(query, conjunctive, lambda ids: ids % 3 != 0, 50)
+            assert got == _reference(batches[:done], query, conjunctive, 50), (done, query)
+
+
+def test_phrase_scores_are_added_once_the_words_are_scored() -> None:
+    index = Bm25Index()
+    ids = np.arange(1, 7, dtype=np.int64)
+    index.add_postings({"a": (ids, np.ones(6)), "b": (ids[:3], np.ones(3))}, 6, 6)
+
+    def everyone(rows: np.ndarray) -> np.ndarray:
+        return np.ones(len(rows), dtype=bool)
+
+    called = []
+
+    def extra() -> tuple[np.ndarray, np.ndarray]:
+        called.append(True)
+        return np.array([5, 99]), np.array([10.0, 50.0])  # 99: a row the index has not seen
+
+    assert index.search(["a"], False, everyone, 3, extra) == [5, 6, 4]
+    assert called == [True]
+    called.clear()
+    assert index.search(["absent"], False, everyone, 3, extra) == [] and called == []
+
+
 def test_saved_index_loads_and_catches_up_like_one_built_whole(tmp_path) -> None:
     rng = np.random.default_rng(5)
     batches = list(_batches(rng, rows=2000, terms=40, parts=4))

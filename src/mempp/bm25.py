@@ -139,6 +139,9 @@ class Bm25Index:
         self.tokens = 0  # total tokens over all rows
         self.max_id = 0
         self.label = ""  # the caller's note on what the index covers, kept by save/load
+        # k1 * (1 - b + b * D / avgdl) per row id, for the statistics it was computed under.
+        self._norms = np.empty(0, dtype=np.float64)
+        self._norms_for: tuple[int, int, int] | None = None
 
     @property
     def nbytes(self) -> int:
@@ -347,14 +350,29 @@ class Bm25Index:
         self._delta = {}
         self._delta_pairs = 0
 
-    def _scores(
-        self, ids: np.ndarray, tf: np.ndarray, matches: int, n_rows: int, avgdl: float
-    ) -> np.ndarray:
-        idf = math.log((n_rows - matches + 0.5) / (matches + 0.5))
+    def _row_norms(self) -> np.ndarray:
+        """``k1 * (1 - b + b * D / avgdl)`` for every row id (caller holds the lock).
+
+        Computed once per state of the statistics rather than per posting: a question with
+        common words has hundreds of thousands of postings at 1M rows. The expression is the
+        one FTS5 evaluates, in the same order, so the scores stay bit-identical."""
+        state = (self.rows, self.tokens, self.max_id)
+        if self._norms_for != state:
+            avgdl = self.tokens / self.rows
+            self._norms = K1 * (1 - B + B * self._doclen[: self.max_id + 1] / avgdl)
+            self._norms_for = state
+        return self._norms
+
+    def _scores(self, ids: np.ndarray, tf: np.ndarray, matches: int) -> np.ndarray:
+        idf = math.log((self.rows - matches + 0.5) / (matches + 0.5))
         if idf <= 0.0:
             idf = 1e-6
-        length = self._doclen[ids]
-        return idf * ((tf * (K1 + 1.0)) / (tf + K1 * (1 - B + B * length / avgdl)))
+        # idf * (tf * (k1 + 1)) / (tf + norm), in place; + and * commute exactly in IEEE 754.
+        out = self._row_norms()[ids]
+        out += tf
+        np.divide(tf * (K1 + 1.0), out, out=out)
+        out *= idf
+        return out
 
     def phrase_scores(self, ids: np.ndarray, tf: np.ndarray, matches: int) -> np.ndarray:
         """BM25 of a phrase occurring ``tf`` times in rows ``ids`` and matching ``matches``
@@ -362,7 +380,7 @@ class Bm25Index:
         with self._lock:
             if self.rows == 0 or len(ids) == 0:
                 return np.zeros(len(ids), dtype=np.float64)
-            return self._scores(ids, tf, matches, self.rows, self.tokens / self.rows)
+            return self._scores(ids, tf, matches)
 
     def search(
         self,
@@ -370,37 +388,40 @@ class Bm25Index:
         conjunctive: bool,
         eligible: Callable[[np.ndarray], np.ndarray],
         limit: int,
-        extra: tuple[np.ndarray, np.ndarray] | None = None,
+        extra: Callable[[], tuple[np.ndarray, np.ndarray]] | None = None,
     ) -> list[int]:
         """Ids of the best ``limit`` eligible rows, best first, ties to the newer id.
 
         ``terms`` are FTS5 tokens (one per query phrase, in query order); ``eligible`` maps
         candidate ids to a boolean mask (tenant, active, as-of), applied before ranking.
-        ``extra`` = (ids, scores) adds the scores of multi-word phrases, which FTS5 computes
-        (it knows positions); a row matching a phrase also matches its words.
+        ``extra`` returns (ids, scores) to add: the scores of multi-word phrases, which FTS5
+        computes (it knows positions); a row matching a phrase also matches its words. It is
+        called once the words are scored, so it may be computed on another thread meanwhile.
         """
         if not terms or limit <= 0 or self.rows == 0:
             return []
         with self._lock:
             lists = [self._postings(term) for term in terms]
-            avgdl = self.tokens / self.rows
-            n_rows = self.rows
-            size = self.max_id + 1
-            score = np.zeros(size, dtype=np.float64)
-            hits = np.zeros(size, dtype=np.int16)
+            if conjunctive and any(len(ids) == 0 for ids, _ in lists):
+                return []
+            score = np.zeros(self.max_id + 1, dtype=np.float64)
+            hits = np.zeros(len(score), dtype=np.int16) if conjunctive else None
             for ids, tf in lists:
                 if len(ids) == 0:
                     continue
-                score[ids] += self._scores(ids, tf, len(ids), n_rows, avgdl)
-                hits[ids] += 1
-            if extra is not None:
-                ids, values = extra
-                known = ids < size
-                np.add.at(score, ids[known], values[known])
-        needed = len(terms) if conjunctive else 1
-        candidates = np.flatnonzero(hits >= needed)
+                ids = ids.astype(np.intp, copy=False)  # one conversion for both updates
+                np.add.at(score, ids, self._scores(ids, tf, len(ids)))
+                if hits is not None:
+                    hits[ids] += 1  # a term's ids are distinct
+            # Every posting scores above zero (idf is at least 1e-6), so a disjunctive query's
+            # candidates are the rows with a score, taken before phrases add theirs.
+            candidates = np.flatnonzero(score > 0 if hits is None else hits == len(terms))
         if len(candidates) == 0:
             return []
+        if extra is not None:  # score is this call's own array: no lock needed
+            ids, values = extra()
+            known = ids < len(score)
+            np.add.at(score, ids[known], values[known])
         candidates = candidates[eligible(candidates)]
         if len(candidates) > limit:
             values = score[candidates]

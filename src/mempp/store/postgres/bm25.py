@@ -92,5 +92,7 @@ class ScopeReplica:
             parts.append((rows, self.index.phrase_scores(rows, tf, len(rows))))
         if parts:
             extra = (np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts]))
-        rows = self.index.search(lexemes, conjunctive, eligible, limit, extra)
+        rows = self.index.search(
+            lexemes, conjunctive, eligible, limit, None if extra is None else lambda: extra
+        )
         return self.ids[np.asarray(rows, dtype=np.int64)]  # read after the ranking, likewise

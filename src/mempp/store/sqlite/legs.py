@@ -6,8 +6,11 @@ by ``mempp.store.sqlite.replicas``."""
 from __future__ import annotations
 
 import json
-from collections.abc import Collection, Sequence
+import threading
+from collections.abc import Callable, Collection, Sequence
+from concurrent.futures import Future
 from dataclasses import replace
+from typing import TypeVar
 
 import numpy as np
 
@@ -16,6 +19,8 @@ from mempp.query import LexicalQuery, storable_query
 from mempp.store.base import followers_in_order
 from mempp.store.filter_sql import filter_condition
 from mempp.store.sqlite.replicas import _eligible, _ReplicasMixin
+
+_T = TypeVar("_T")
 
 
 def thread_key(alias: str) -> str:
@@ -47,6 +52,21 @@ def fts_match_expression(query: LexicalQuery) -> str | None:
 
 def _quoted(term: str) -> str:
     return '"' + term.replace('"', '""') + '"'
+
+
+def _started(work: Callable[[], _T]) -> Callable[[], _T]:
+    """Run ``work`` on a thread of its own; the returned call waits for its result (or
+    raises its error). For work that spends its time in C with the GIL released."""
+    future: Future[_T] = Future()
+
+    def run() -> None:
+        try:
+            future.set_result(work())
+        except BaseException as exc:  # handed to the caller, which re-raises it
+            future.set_exception(exc)
+
+    threading.Thread(target=run, name="mempp-phrases", daemon=True).start()
+    return future.result
 
 
 class _LegsMixin(_ReplicasMixin):
@@ -104,7 +124,9 @@ class _LegsMixin(_ReplicasMixin):
         """The same ranking from the in-RAM bm25 replica, or None where it cannot serve.
 
         BM25 is a sum over the query's phrases, so phrase scores (from FTS5, which knows
-        word positions) are added to the replica's single-term scores exactly."""
+        word positions) are added to the replica's single-term scores exactly. FTS5 matches
+        the phrases on a thread of its own while the replica scores the words: for two
+        common words side by side each takes tens of ms at 1M rows (docs/scaling.md)."""
         conjunctive = query.mode == "conjunctive"
         with self._lock:
             bm25 = self._bm25_ready()
@@ -116,22 +138,28 @@ class _LegsMixin(_ReplicasMixin):
             index = self._index
             assert index is not None
             allowed = self._filtered_ids(scope, filters)
-            extra = None
-            if query.phrases and not conjunctive:
-                rows = self._conn.execute(
-                    "SELECT rowid, -bm25(records_fts) FROM records_fts WHERE records_fts MATCH ?",
-                    (" OR ".join(_quoted(p) for p in query.phrases),),
-                ).fetchall()
-                extra = (
-                    np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows)),
-                    np.fromiter((r[1] for r in rows), dtype=np.float64, count=len(rows)),
-                )
+        extra = None
+        if query.phrases and not conjunctive:
+            phrases = query.phrases
+            extra = _started(lambda: self._phrase_scores(phrases))
         return bm25.search(
             tokens,
             conjunctive=conjunctive,
             eligible=lambda ids: _eligible(index, ids, scope, as_of, allowed),
             limit=limit,
             extra=extra,
+        )
+
+    def _phrase_scores(self, phrases: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+        """Ids of the rows matching any of ``phrases`` and FTS5's bm25 of them."""
+        with self._lock:
+            rows = self._conn.execute(
+                "SELECT rowid, -bm25(records_fts) FROM records_fts WHERE records_fts MATCH ?",
+                (" OR ".join(_quoted(p) for p in phrases),),
+            ).fetchall()
+        return (
+            np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows)),
+            np.fromiter((r[1] for r in rows), dtype=np.float64, count=len(rows)),
         )
 
     def tagged(
