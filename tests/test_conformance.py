@@ -1269,6 +1269,31 @@ def test_filters_apply_before_ranking_in_every_leg(engine_location: str) -> None
         assert found == [ana]
 
 
+def test_filtered_searches_follow_rows_added_archived_and_restored(engine_location: str) -> None:
+    # The SQLite engine keeps the rows a filter selects between searches; a row added,
+    # archived or restored since must change what the same filters find, in every leg and in
+    # the reserve's newest-unmatched fill.
+    unmatched = Settings(w_lex=0, w_tag=0, w_vec=1, reserve=3)
+    with open_memory(engine_location) as memory:
+        first = memory.add("alpha budget", author="Ana", tags=["plan"]).id
+        memory.add("alpha budget plan", author="Bob", tags=["plan"])
+
+        def found(**where: object) -> dict[str, list[int]]:
+            return {
+                name: sorted(ids(memory.search("alpha budget ana", k=5, settings=s, **where)))
+                for name, s in (("lex", LEX), ("tag", TAG), ("vec", VEC), ("fill", unmatched))
+            }
+
+        assert set(map(tuple, found(author="Ana").values())) == {(first,)}
+        second = memory.add("alpha budget again", author="Ana", tags=["plan"]).id
+        for where in ({"author": "Ana"}, {"author": "Ana", "tags": ["plan"]}):
+            assert set(map(tuple, found(**where).values())) == {(first, second)}, where
+        run = memory.archive(first, reason="duplicate").run_id
+        assert set(map(tuple, found(author="Ana").values())) == {(second,)}
+        memory.undo(run)
+        assert set(map(tuple, found(author="Ana").values())) == {(first, second)}
+
+
 def test_filters_refuse_bad_input_and_name_the_field(engine_location: str) -> None:
     with open_memory(engine_location) as memory:
         memory.add("alpha", date="2024-01-01")

@@ -93,6 +93,16 @@ class _Scan:
     n: int
 
 
+def _among(ids: np.ndarray, allowed: np.ndarray) -> np.ndarray:
+    """``np.isin(ids, allowed)`` for ids >= 0 and ``allowed`` sorted, by a table indexed by
+    id: isin sorts both arrays, about 10x slower on a filtered search over 1M rows."""
+    if len(ids) == 0 or len(allowed) == 0:
+        return np.zeros(len(ids), dtype=bool)
+    table = np.zeros(max(int(ids.max()), int(allowed[-1])) + 1, dtype=bool)
+    table[allowed] = True
+    return table[ids]
+
+
 class ExactVectorIndex:
     """Append-only unit vectors with per-row id, scope code, date key and state.
 
@@ -110,6 +120,7 @@ class ExactVectorIndex:
         self._max_scale = 0.0
         self._max_norm = 0.0  # of any row held: the query's rounding error is bounded by it
         self._inactive = 0
+        self.version = 0  # counts the changes of rows held and of their states
         # Arrival order (ids increase): lookups by id, state, and the exact vectors.
         self._ids = np.empty(0, dtype=np.int64)
         self._scope = np.empty(0, dtype=np.int32)
@@ -242,6 +253,7 @@ class ExactVectorIndex:
             self._event[start:end] = [UNDATED if k is None else k for k in event_keys]
             flags = np.fromiter(active, dtype=bool, count=count)
             self._active[start:end] = flags
+            self.version += 1
             self._inactive += count - int(np.count_nonzero(flags))
             if self._exact_rows is None:
                 self._exact[start:end] = vectors
@@ -274,6 +286,7 @@ class ExactVectorIndex:
             known = self._held(ids)
             self._active[: self._n] = True
             self._active[known] = False
+            self.version += 1
             self._inactive = len(np.unique(known))
             self._scan_active = self._active_in_scan_order()
 
@@ -305,6 +318,7 @@ class ExactVectorIndex:
             if self._exact_rows is None:
                 self._exact[known] = 0
             self._active[known] = False
+            self.version += 1
             self._inactive = n - int(np.count_nonzero(self._active[:n]))
             self._scan_active = self._active_in_scan_order()
 
@@ -331,7 +345,7 @@ class ExactVectorIndex:
         if as_of is not None:
             mask &= self._event[positions] <= as_of
         if allowed is not None:
-            mask &= np.isin(ids, allowed)
+            mask &= _among(ids, allowed)
         return mask
 
     def eligible_by_id(
@@ -480,7 +494,7 @@ class ExactVectorIndex:
                 dated = self._event[arrival] <= as_of
                 mask = dated if mask is None else mask & dated
             if allowed is not None:
-                kept = np.isin(self._ids[arrival], allowed)
+                kept = _among(self._ids[arrival], allowed)
                 mask = kept if mask is None else mask & kept
             parts.append(mask)
         if all(part is None for part in parts):

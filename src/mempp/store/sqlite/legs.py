@@ -19,8 +19,12 @@ from mempp.query import LexicalQuery, storable_query
 from mempp.store.base import followers_in_order
 from mempp.store.filter_sql import filter_condition
 from mempp.store.sqlite.replicas import _eligible, _ReplicasMixin
+from mempp.vectors import ExactVectorIndex
 
 _T = TypeVar("_T")
+
+# Filtered id sets kept for the next searches (see _LegsMixin._filtered_ids).
+_FILTERED_KEPT = 8
 
 
 def thread_key(alias: str) -> str:
@@ -48,6 +52,18 @@ def fts_match_expression(query: LexicalQuery) -> str | None:
         return None
     joiner = " AND " if query.mode == "conjunctive" else " OR "
     return joiner.join(_quoted(term) for term in terms)
+
+
+def filtered_ids_query(scope: str, filters: Filters) -> tuple[str, dict[str, object]]:
+    """The SQL (and its parameters) for the ids of the scope's active rows the filters keep.
+    Each filter has an index to answer it from (``mempp.store.filter_sql``)."""
+    where, params = filter_condition(filters, "r", "sqlite")
+    # With tags, the rows are best found from the labels' postings: the unary + keeps the
+    # planner from walking every row of the scope through an index on it instead.
+    scope_term = "+r.scope" if filters.tags else "r.scope"
+    sql = f"""SELECT r.id FROM records r
+              WHERE {scope_term} = :scope AND r.state = 'active'{where} ORDER BY r.id"""
+    return sql, {"scope": scope, **params}
 
 
 def _quoted(term: str) -> str:
@@ -137,7 +153,7 @@ class _LegsMixin(_ReplicasMixin):
                 return None
             index = self._index
             assert index is not None
-            allowed = self._filtered_ids(scope, filters)
+            allowed = self._filtered_ids(scope, filters, index)
         extra = None
         if query.phrases and not conjunctive:
             phrases = query.phrases
@@ -241,7 +257,7 @@ class _LegsMixin(_ReplicasMixin):
                 for label, row_id in rows:
                     grouped.setdefault(label, []).append(row_id)
             tail = {label: np.array(ids, dtype=np.int64) for label, ids in grouped.items()}
-            allowed = self._filtered_ids(scope, filters)
+            allowed = self._filtered_ids(scope, filters, index)
             return postings.search(
                 labels,
                 lambda ids: index.eligible(ids, scope, as_of, allowed),
@@ -262,21 +278,31 @@ class _LegsMixin(_ReplicasMixin):
         if index is None:
             return []
         with self._lock:
-            allowed = self._filtered_ids(scope, filters)
+            allowed = self._filtered_ids(scope, filters, index)
         return index.search(vector, scope, as_of, limit, allowed)
 
-    def _filtered_ids(self, scope: str, filters: Filters) -> np.ndarray | None:
+    def _filtered_ids(
+        self, scope: str, filters: Filters, index: ExactVectorIndex
+    ) -> np.ndarray | None:
         """Ids of the scope's active rows the filters keep (ascending), for the in-RAM
-        indexes to mask with; None when no filter is set (the caller holds the lock)."""
+        indexes to mask with; None when no filter is set (the caller holds the lock).
+
+        Kept while ``index`` holds the same rows in the same states: a record's filtered
+        fields never change (erasure also archives the row), so nothing else can change the
+        answer. One search asks up to three times (lexical, tag and vector legs), and a
+        page of results often asks again with the same filters."""
         if filters.is_empty:
             return None
-        where, params = filter_condition(filters, "r", "sqlite")
-        rows = self._conn.execute(
-            f"""SELECT r.id FROM records r
-                WHERE r.scope = :scope AND r.state = 'active'{where} ORDER BY r.id""",
-            {"scope": scope, **params},
-        ).fetchall()
-        return np.fromiter((row[0] for row in rows), dtype=np.int64, count=len(rows))
+        key = (scope, filters)
+        kept = self._filtered.get(key)
+        if kept is not None and kept[0] is index and kept[1] == index.version:
+            return kept[2]
+        rows = self._conn.execute(*filtered_ids_query(scope, filters)).fetchall()
+        ids = np.fromiter((row[0] for row in rows), dtype=np.int64, count=len(rows))
+        if len(self._filtered) >= _FILTERED_KEPT:
+            del self._filtered[next(iter(self._filtered))]  # the oldest
+        self._filtered[key] = (index, index.version, ids)
+        return ids
 
     def dated_within(
         self,
@@ -379,6 +405,17 @@ class _LegsMixin(_ReplicasMixin):
         *,
         filters: Filters = NO_FILTERS,
     ) -> list[int]:
+        if not filters.is_empty:
+            index = self._vector_index()
+            if index is not None:
+                with self._lock:
+                    allowed = self._filtered_ids(scope, filters, index)
+                assert allowed is not None
+                # Newest first among the rows the filters keep: walking ids newest-first in
+                # SQL would read every row when the filters keep few of them.
+                newest = allowed[index.eligible(allowed, scope, as_of)][::-1]
+                skip = {int(i) for i in exclude}
+                return [i for i in newest[: limit + len(skip)].tolist() if i not in skip][:limit]
         date_condition = "" if as_of is None else " AND +event_key <= :as_of"
         where, params = filter_condition(filters, "records", "sqlite")
         with self._lock:

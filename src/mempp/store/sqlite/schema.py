@@ -17,8 +17,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
+import numpy as np
+
 from mempp.bm25 import Bm25Index
 from mempp.errors import StoreError
+from mempp.filters import Filters
 from mempp.store.base import UNDATED_DEDUPE_KEY as UNDATED_KEY
 from mempp.store.migrations import Migration, newest, pending
 from mempp.tag_index import TagPostings
@@ -320,6 +323,15 @@ MIGRATIONS: tuple[Migration, ...] = (
             END""",
         ),
     ),
+    Migration(
+        8,
+        "the known_at filter answered from an index (ingest time) rather than every row",
+        (
+            # Partial like records_dedupe, so that the planner prefers an index on an equality
+            # (author, thread) to this one's range when both filters are set.
+            "CREATE INDEX records_ingested ON records (scope, ingested_key) WHERE state = 'active'",
+        ),
+    ),
 )
 
 
@@ -398,6 +410,8 @@ class _SQLiteBase:
         self._tags: TagPostings | None = None  # the tag leg's in-RAM postings
         self._tags_built: TagPostings | None = None
         self._tags_thread: threading.Thread | None = None
+        # (scope, filters) -> (vector index, its version, ids): see _LegsMixin._filtered_ids.
+        self._filtered: dict[tuple[str, Filters], tuple[ExactVectorIndex, int, np.ndarray]] = {}
         self._token_cache: dict[str, tuple[str, ...]] = {}
         self._seen_data_version = -1
         self._seen_state_epoch = ""
@@ -484,6 +498,7 @@ class _SQLiteBase:
                 self._conn = _ClosedConnection(self.location)  # type: ignore[assignment]
             self._index = self._bm25 = self._bm25_built = None  # their RAM goes now
             self._tags = self._tags_built = None
+            self._filtered.clear()
 
     def gather(self, calls: Sequence[Callable[[], T]]) -> list[T]:
         # One connection behind one lock: threads would only queue for it.
