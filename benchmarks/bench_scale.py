@@ -18,9 +18,15 @@ BLAS threading and once with ``OPENBLAS_NUM_THREADS=1`` set in the environment:
   legs, the date leg, thread followers, recency keys, the reserve's latest unmatched rows,
   fetching the hits), the query encoding, and the rest (fusion and glue), with the slowest
   part named;
+* filtered searches (the most frequent author, ``known_at`` halfway through the ingest, one
+  tag): the first search with each filter, then p50 / p95 / p99 of ``--filtered-queries``
+  more;
 * the numpy floor in the same process: mask-and-matvec over a float32 copy of the vectors
   with ``argpartition`` (the least an exact scan can cost), and the vector leg's recall@50
   against it.
+
+Each checkout measures its own copy of the cached store (opening a store runs its
+migrations, which an older checkout could not read back), deleted afterwards.
 
 Documents are stored with a stand-in encoder (random vectors, named like all-MiniLM-L6-v2),
 so ingest figures are store overhead; questions are encoded by the real all-MiniLM-L6-v2.
@@ -275,6 +281,26 @@ def bounds(path: Path) -> dict[str, int | None]:
     }
 
 
+def filter_cases(corpus: Corpus, path: Path) -> dict[str, dict[str, object]]:
+    """Search filters as a user sets them: the most frequent author (~17% of the rows), what
+    the memory held halfway through the ingest (known_at), and one tag."""
+    import sqlite3
+
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        count = conn.execute("SELECT count(*) FROM records").fetchone()[0]
+        (halfway,) = conn.execute(
+            "SELECT ingested_at FROM records ORDER BY id LIMIT 1 OFFSET ?", (count // 2,)
+        ).fetchone()
+    finally:
+        conn.close()
+    return {
+        "author": {"author": corpus.authors[0]},
+        "known_at": {"known_at": halfway},
+        "tag": {"tags": [corpus.tags[0]]},
+    }
+
+
 def floor_matrix(path: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """A float32 copy of every vector with its id and event key, read straight from the file."""
     import sqlite3
@@ -393,7 +419,7 @@ class SearchParts:
         return out
 
 
-def measure(path: Path, queries: int, seed: int) -> dict[str, object]:
+def measure(path: Path, queries: int, seed: int, filtered: int) -> dict[str, object]:
     from threadpoolctl import threadpool_info
 
     import mempp
@@ -441,6 +467,16 @@ def measure(path: Path, queries: int, seed: int) -> dict[str, object]:
                 samples.append(seconds)
             timings[label]["search"] = quantiles(samples)
             search_parts[label] = parts.quantiles()
+        # Filtered searches: the first one with a filter set, then the next ones.
+        filters: dict[str, dict[str, float]] = {}
+        for label, where in filter_cases(corpus, path).items() if filtered else ():
+            first, _ = timed(lambda w=where: memory.search(questions[0], **w))  # type: ignore[arg-type]
+            samples = [
+                timed(lambda q=q, w=where: memory.search(q, **w))[0]  # type: ignore[arg-type]
+                for q in questions[1 : 1 + filtered]
+            ]
+            filters[label] = {"first": 1000 * first, "quantiles": quantiles(samples)}
+        result["filtered"] = filters
         result["rss after searches GiB"] = rss_gib()[0]
         matrix, ids, keys = floor_matrix(path)
         recall: dict[str, float] = {}
@@ -510,6 +546,12 @@ def report(size: int, built: dict[str, float], file_gib: float, runs: dict[str, 
             cells = "".join(f"{'{:.1f}/{:.1f}/{:.1f}'.format(*per_leg[leg]):>22}" for leg in legs)
             recall = run["recall@50"]
             print(f"    {label:6}{cells}   {recall[label]:.4f} {recall[label + ' identical']:.2f}")
+        if run.get("filtered"):
+            cells = "  ".join(
+                f"{label} {'{:.1f}/{:.1f}/{:.1f}'.format(*f['quantiles'])} (first {f['first']:.0f})"
+                for label, f in run["filtered"].items()
+            )
+            print(f"    filtered search, p50/p95/p99 ms (first search with the filter): {cells}")
         print("    inside Memory.search, p50/p95 ms per part (the slowest part by p95 named):")
         for label, per_part in run["search parts"].items():
             cells = "  ".join(
@@ -517,6 +559,49 @@ def report(size: int, built: dict[str, float], file_gib: float, runs: dict[str, 
             )
             slowest = max(per_part, key=lambda part: per_part[part][1])
             print(f"    {label:6}slowest: {slowest} (p95 {per_part[slowest][1]:.1f}); {cells}")
+
+
+# What a store saves beside its file (-bm25.npz: before the array file).
+SAVED_ENDS = ("-bm25.arrays", "-vectors.arrays", "-bm25.npz")
+
+
+def working_copy(path: Path, label: str) -> Path:
+    """A copy of a cached store, and of what is saved beside it, for one checkout to open:
+    opening a store runs that checkout's migrations, which an older checkout could not read."""
+    copy = path.with_name(f"{path.stem}-{label}{path.suffix}")
+    for end in ("", *SAVED_ENDS):
+        if Path(f"{path}{end}").exists():
+            shutil.copyfile(f"{path}{end}", f"{copy}{end}")
+    return copy
+
+
+def measure_source(
+    path: Path, prefix: str, source: Path | None, common: list[str], args: argparse.Namespace
+) -> dict[str, dict]:
+    """Every measurement of one checkout's mempp on one store, in fresh processes."""
+    common = ["--path", str(path), *common]
+    saved = [Path(f"{path}{end}") for end in SAVED_ENDS]
+    first = {"first warm s": float("nan"), "first warm peak rss GiB": float("nan")}
+    if not args.keep_saved:
+        for file in saved:
+            file.unlink(missing_ok=True)
+        warmed = child(["--child", "warm", *common], False, source)
+        first = {
+            "first warm s": warmed["warm s"],
+            "first warm peak rss GiB": warmed["peak rss GiB"],
+        }
+    saved[1].unlink(missing_ok=True)  # the vectors from SQLite, the replica from its file
+    sqlite_vectors = child(["--child", "warm", *common], False, source)
+    first["sqlite vectors warm s"] = sqlite_vectors["warm s"]
+    runs = {}
+    for mode in args.modes:
+        one = mode == "one thread"
+        run = dict(first)
+        question = ["--question", Corpus(args.seed).questions(1)[0]]
+        run.update(child(["--child", "cold", *question, *common], one, source))
+        run.update(child(["--child", "measure", *common], one, source))
+        runs[prefix + mode] = run
+    return runs
 
 
 def main() -> None:
@@ -551,6 +636,13 @@ def main() -> None:
         help="instead of searching: add N new documents to a copy of each store and compare "
         "the store's time with the real encoder's on the same texts",
     )
+    parser.add_argument(
+        "--filtered-queries",
+        type=int,
+        default=10,
+        metavar="N",
+        help="filtered searches per filter (author, known_at, tag); 0 skips them",
+    )
     parser.add_argument("--child", choices=("cold", "warm", "measure"), help=argparse.SUPPRESS)
     parser.add_argument("--path", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--question", help=argparse.SUPPRESS)
@@ -563,7 +655,7 @@ def main() -> None:
         print(json.dumps(measure_warm(args.path)))
         return
     if args.child == "measure":
-        print(json.dumps(measure(args.path, args.queries, args.seed)))
+        print(json.dumps(measure(args.path, args.queries, args.seed, args.filtered_queries)))
         return
     for size in args.sizes:
         built = build(args.cache, size, args.seed, args.batch)
@@ -577,32 +669,21 @@ def main() -> None:
                 f"N = {size:,}: ingest probe " + ", ".join(f"{k} {v:.2f}" for k, v in probe.items())
             )
             continue
-        common = ["--path", str(path), "--seed", str(args.seed), "--queries", str(args.queries)]
+        common = [
+            *("--seed", str(args.seed), "--queries", str(args.queries)),
+            *("--filtered-queries", str(args.filtered_queries)),
+        ]
         runs = {}
         sources: dict[str, Path | None] = {"": None}
         if args.compare_src is not None:
             sources = {f"{args.compare_src}, ": args.compare_src, "this checkout, ": None}
-        saved = [Path(f"{path}{end}") for end in ("-bm25.arrays", "-vectors.arrays", "-bm25.npz")]
         for prefix, source in sources.items():
-            first = {"first warm s": float("nan"), "first warm peak rss GiB": float("nan")}
-            if not args.keep_saved:
-                for file in saved:  # what an earlier run saved (-bm25.npz: before the array file)
-                    file.unlink(missing_ok=True)
-                warmed = child(["--child", "warm", *common], False, source)
-                first = {
-                    "first warm s": warmed["warm s"],
-                    "first warm peak rss GiB": warmed["peak rss GiB"],
-                }
-            saved[1].unlink(missing_ok=True)  # the vectors from SQLite, the replica from its file
-            sqlite_vectors = child(["--child", "warm", *common], False, source)
-            first["sqlite vectors warm s"] = sqlite_vectors["warm s"]
-            for mode in args.modes:
-                one = mode == "one thread"
-                run = dict(first)
-                question = ["--question", Corpus(args.seed).questions(1)[0]]
-                run.update(child(["--child", "cold", *question, *common], one, source))
-                run.update(child(["--child", "measure", *common], one, source))
-                runs[prefix + mode] = run
+            where = working_copy(path, "compared" if source else "checkout")
+            try:
+                runs.update(measure_source(where, prefix, source, common, args))
+            finally:
+                for end in ("", *SAVED_ENDS, "-wal", "-shm"):
+                    Path(f"{where}{end}").unlink(missing_ok=True)
         report(size, built, path.stat().st_size / 2**30, runs)
 
 

@@ -11,7 +11,7 @@ import json
 import sqlite3
 import threading
 import urllib.parse
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -219,17 +219,24 @@ class _ReplicasMixin(_RecordsMixin):
 
     def _read_tag_postings(self) -> None:
         """Read the postings on a connection of its own (runs in a thread)."""
+        self._build_aside(_tag_postings_from_sql, "_tags_built")
+
+    def _build_aside(self, build: Callable[[sqlite3.Connection], object], into: str) -> None:
+        """Run ``build`` on a read-only connection of its own (in a replica's thread) and
+        keep its result in attribute ``into`` for the next search to adopt, unless the store
+        was closed meanwhile (nobody would free it). On a database error the searches stay
+        on SQL, which is always correct."""
         try:
             conn = _open_read_only(self.location)
             try:
-                postings = _tag_postings_from_sql(conn)
+                built = build(conn)
             finally:
                 conn.close()
         except sqlite3.Error:
-            return  # stay on SQL, which is always correct
+            return
         with self._lock:
-            if not isinstance(self._conn, _ClosedConnection):  # else nobody would free it
-                self._tags_built = postings
+            if not isinstance(self._conn, _ClosedConnection):
+                setattr(self, into, built)
 
     # -- the in-RAM bm25 replica -------------------------------------------------------
     def _bm25_ready(self) -> Bm25Index | None:
@@ -259,26 +266,21 @@ class _ReplicasMixin(_RecordsMixin):
         """Load the replica saved beside the file, or read FTS5's postings once and save them
         there (runs in a thread, on a connection of its own)."""
         saved = Path(f"{self.location}{BM25_FILE_SUFFIX}")
-        try:
-            conn = _open_read_only(self.location)
-            try:
-                bm25 = _saved_bm25(conn, saved)
+
+        def build(conn: sqlite3.Connection) -> Bm25Index:
+            bm25 = _saved_bm25(conn, saved)
+            if bm25 is None:
+                # An earlier mempp's .npz is read once and saved in today's format.
+                legacy = Path(f"{self.location}{BM25_LEGACY_SUFFIX}")
+                bm25 = _saved_bm25(conn, legacy)
                 if bm25 is None:
-                    # An earlier mempp's .npz is read once and saved in today's format.
-                    legacy = Path(f"{self.location}{BM25_LEGACY_SUFFIX}")
-                    bm25 = _saved_bm25(conn, legacy)
-                    if bm25 is None:
-                        bm25 = _bm25_from_fts5(conn)
-                    with contextlib.suppress(OSError):  # a read-only folder: build next time
-                        bm25.save(saved)
-                        legacy.unlink(missing_ok=True)
-            finally:
-                conn.close()
-        except sqlite3.Error:
-            return  # stay on FTS5, which is always correct
-        with self._lock:
-            if not isinstance(self._conn, _ClosedConnection):  # else nobody would free it
-                self._bm25_built = bm25
+                    bm25 = _bm25_from_fts5(conn)
+                with contextlib.suppress(OSError):  # a read-only folder: build next time
+                    bm25.save(saved)
+                    legacy.unlink(missing_ok=True)
+            return bm25
+
+        self._build_aside(build, "_bm25_built")
 
     def _bm25_catch_up(self, bm25: Bm25Index) -> None:
         """Tokenise rows added since the replica was built, with FTS5's own tokenizer."""
