@@ -67,26 +67,24 @@ def filter_condition(filters: Filters, alias: str, dialect: Dialect) -> tuple[st
                 "WHERE ft.label IN (SELECT value FROM json_each(:f_tags))"
             )
             params["f_tags"] = json.dumps(list(filters.tags))
-            if filters.tags_mode == "any":
-                parts.append(f"{alias}.id IN ({labelled})")
-            else:
-                parts.append(
-                    f"{alias}.id IN ({labelled} GROUP BY ft.record_id "
-                    "HAVING count(*) = :f_tag_count)"
-                )
-                params["f_tag_count"] = len(filters.tags)
+            any_tag = f"{alias}.id IN ({labelled})"
+            every_tag = (
+                f"{alias}.id IN ({labelled} GROUP BY ft.record_id HAVING count(*) = :f_tag_count)"
+            )
         else:
             labels = "ft.label = ANY(%(f_tags)s::text[])"
             params["f_tags"] = list(filters.tags)
             owner = f"ft.scope = {alias}.scope AND ft.record_id = {alias}.id"
-            if filters.tags_mode == "any":
-                parts.append(f"EXISTS (SELECT 1 FROM record_tags ft WHERE {owner} AND {labels})")
-            else:
-                parts.append(
-                    f"(SELECT count(*) FROM record_tags ft WHERE {owner} AND {labels}) = "
-                    "%(f_tag_count)s"
-                )
-                params["f_tag_count"] = len(filters.tags)
+            any_tag = f"EXISTS (SELECT 1 FROM record_tags ft WHERE {owner} AND {labels})"
+            every_tag = (
+                f"(SELECT count(*) FROM record_tags ft WHERE {owner} AND {labels}) = "
+                "%(f_tag_count)s"
+            )
+        if filters.tags_mode == "any":
+            parts.append(any_tag)
+        else:
+            parts.append(every_tag)
+            params["f_tag_count"] = len(filters.tags)
     return "".join(f" AND {part}" for part in parts), params
 
 
