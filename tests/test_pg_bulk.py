@@ -223,8 +223,20 @@ def test_a_new_store_loaded_in_bulk_gets_its_index_at_the_end(pg_url: str) -> No
         with memory.bulk_load():
             memory.add_many([f"alpha {i}" for i in range(50)], batch_size=BULK_MIN_ROWS)
             assert _index_valid(pg_url) is None  # bind_encoder left it to the load
+            assert _analyzed(pg_url) == {"records": False, "record_tags": False}
         assert _index_valid(pg_url) is True
+        # planner statistics for the loaded rows, without waiting for autovacuum
+        assert _analyzed(pg_url) == {"records": True, "record_tags": True}
         assert len(memory) == 50
+
+
+def _analyzed(url: str) -> dict[str, bool]:
+    with psycopg.connect(url) as conn:
+        rows = conn.execute(
+            """SELECT relname, last_analyze IS NOT NULL FROM pg_stat_user_tables
+               WHERE relname IN ('records', 'record_tags')"""
+        ).fetchall()
+    return dict(rows)
 
 
 def test_a_failed_load_still_builds_the_index(pg_url: str) -> None:

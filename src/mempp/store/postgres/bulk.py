@@ -285,8 +285,19 @@ class _BulkMixin(_PostgresBase):
     def _end_load(self, session: psycopg.Connection[Any], *, build: bool = True) -> None:
         self._bulk_depth = 0
         try:
+            if build:
+                self._analyze(session)
             session.execute("SELECT pg_advisory_unlock_shared(%s, 0)", (_LOCK_CLASS_BULK,))
         finally:
             session.close()
         if build:
             self._ensure_hnsw()
+
+    def _analyze(self, session: psycopg.Connection[Any]) -> None:
+        """Planner statistics for what was loaded. Until autovacuum gets to a freshly loaded
+        table its plans are for an empty one: at 100k rows the first ten searches after a
+        load took 3.6-5.9 s each, with this 0.1-0.3 s (ANALYZE took 1.4 s)."""
+        try:
+            session.execute("ANALYZE records, record_tags")
+        except self._psycopg.Error as exc:  # e.g. not the tables' owner: autovacuum will do it
+            log.warning("%s: ANALYZE after the bulk load failed: %s", self.location, exc)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import threading
+import weakref
 from collections.abc import Callable, Collection, Sequence
 from concurrent.futures import Future
 from dataclasses import replace
@@ -142,7 +143,8 @@ class _LegsMixin(_ReplicasMixin):
         BM25 is a sum over the query's phrases, so phrase scores (from FTS5, which knows
         word positions) are added to the replica's single-term scores exactly. FTS5 matches
         the phrases on a thread of its own while the replica scores the words: for two
-        common words side by side each takes tens of ms at 1M rows (docs/scaling.md)."""
+        common words side by side each takes tens of ms at 1M rows (docs/scaling.md). So
+        the caller must not hold the store's lock, which that thread takes."""
         conjunctive = query.mode == "conjunctive"
         with self._lock:
             bm25 = self._bm25_ready()
@@ -295,13 +297,14 @@ class _LegsMixin(_ReplicasMixin):
             return None
         key = (scope, filters)
         kept = self._filtered.get(key)
-        if kept is not None and kept[0] is index and kept[1] == index.version:
+        if kept is not None and kept[0]() is index and kept[1] == index.version:
             return kept[2]
         rows = self._conn.execute(*filtered_ids_query(scope, filters)).fetchall()
         ids = np.fromiter((row[0] for row in rows), dtype=np.int64, count=len(rows))
         if len(self._filtered) >= _FILTERED_KEPT:
             del self._filtered[next(iter(self._filtered))]  # the oldest
-        self._filtered[key] = (index, index.version, ids)
+        # A weak reference: a replaced index must not stay in RAM for the sake of this entry.
+        self._filtered[key] = (weakref.ref(index), index.version, ids)
         return ids
 
     def dated_within(

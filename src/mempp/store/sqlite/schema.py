@@ -11,6 +11,7 @@ import contextlib
 import os
 import sqlite3
 import threading
+import weakref
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -411,7 +412,9 @@ class _SQLiteBase:
         self._tags_built: TagPostings | None = None
         self._tags_thread: threading.Thread | None = None
         # (scope, filters) -> (vector index, its version, ids): see _LegsMixin._filtered_ids.
-        self._filtered: dict[tuple[str, Filters], tuple[ExactVectorIndex, int, np.ndarray]] = {}
+        self._filtered: dict[
+            tuple[str, Filters], tuple[weakref.ref[ExactVectorIndex], int, np.ndarray]
+        ] = {}
         self._token_cache: dict[str, tuple[str, ...]] = {}
         self._seen_data_version = -1
         self._seen_state_epoch = ""
