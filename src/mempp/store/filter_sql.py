@@ -37,11 +37,9 @@ def filter_condition(filters: Filters, alias: str, dialect: Dialect) -> tuple[st
         parts.append(f"{ranged}{alias}.event_key >= {slot('since')}")
         params["f_since"] = filters.since
     if filters.author is not None:
-        if dialect == "sqlite":
-            # The form records_dedupe indexes; the same rows, as the author is never empty.
-            parts.append(f"coalesce({alias}.author, '') = :f_author")
-        else:
-            parts.append(f"{alias}.author = %(f_author)s")
+        # The form records_dedupe indexes on both engines; the same rows, as a filter's author
+        # is never empty.
+        parts.append(f"coalesce({alias}.author, '') = {slot('author')}")
         params["f_author"] = filters.author
     if filters.thread is not None:
         parts.append(f"{alias}.thread = {slot('thread')}")
