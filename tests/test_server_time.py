@@ -393,7 +393,8 @@ def test_mcp_filters_and_memory_history(served: Served) -> None:
                 name.split("_")[0] for name in tools
             )
             schema = tools["search_memory"].input_schema["properties"]
-            assert {"known_at", "since", "author", "tags", "thread", "source"} <= set(schema)
+            wanted = {"known_at", "since", "author", "tags", "tags_mode", "thread", "source"}
+            assert wanted <= set(schema)
             assert "changed" in tools["memory_history"].description
             assert tools["memory_history"].annotations.read_only_hint
 
@@ -411,6 +412,17 @@ def test_mcp_filters_and_memory_history(served: Served) -> None:
             assert f"record {second}" in block.content[0].text
             assert f"record {first}" not in block.content[0].text
 
+            for mode, expected in (("all", [second]), ("any", sorted([first, second, final]))):
+                tagged = await client.call_tool(
+                    "search_memory",
+                    {"query": "launch", "tags": ["launch", "urgent"], "tags_mode": mode},
+                )
+                assert sorted(h["id"] for h in tagged.structured_content["hits"]) == expected
+            both = {"query": "launch", "tags": ["launch", "urgent"], "tags_mode": "all"}
+            block = await client.call_tool("get_evidence", both)
+            assert f"record {second}" in block.content[0].text
+            assert f"record {final}" not in block.content[0].text
+
             timeline = await client.call_tool("memory_history", {"record_id": second})
             assert not timeline.is_error, timeline.content
             entries = timeline.structured_content["entries"]
@@ -422,6 +434,7 @@ def test_mcp_filters_and_memory_history(served: Served) -> None:
                 ("memory_history", {"record_id": 9999}, "9999"),
                 ("search_memory", {"query": "a", "since": "2024-02-30"}, "since"),
                 ("get_evidence", {"query": "a", "tags": "launch"}, "tags"),
+                ("search_memory", {"query": "a", "tags": ["x"], "tags_mode": "some"}, "tags_mode"),
             ):
                 failed = await client.call_tool(name, arguments)
                 assert failed.is_error, (name, arguments)

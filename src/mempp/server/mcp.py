@@ -14,7 +14,7 @@ The SDK runs these plain functions in worker threads, off the event loop.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
@@ -71,7 +71,14 @@ Since = Annotated[
 Author = Annotated[Label, Field(description="Only records by this author, exactly as stored.")]
 Tags = Annotated[
     list[Annotated[str, Field(max_length=MAX_LABEL_CHARS)]] | None,
-    Field(max_length=MAX_TAGS, description="Only records with any of these tags."),
+    Field(max_length=MAX_TAGS, description="Only records with these tags (see tags_mode)."),
+]
+TagsMode = Annotated[
+    Literal["any", "all"],
+    Field(
+        description="With several tags: 'any' keeps records with one of them, 'all' only "
+        "records with every one."
+    ),
 ]
 Thread = Annotated[Label, Field(description="Only records of this thread or ticket, exactly.")]
 Source = Annotated[
@@ -127,8 +134,9 @@ def build_mcp(state: ServerState, principal: Callable[[Context], Principal]) -> 
         "(YYYY-MM-DD) when the question is about a past moment ('what was the plan in "
         "March 2024?') so that later revisions are left out; omit it for the present. When "
         "records on one point disagree, the most recently dated one is in force. Cite the "
-        "records you use as 'record N'. The filters (known_at, since, author, tags, thread, "
-        "source) narrow the records before ranking; use them when the question names one.",
+        "records you use as 'record N'. The filters (known_at, since, author, tags and "
+        "tags_mode, thread, source) narrow the records before ranking; use them when the "
+        "question names one.",
         annotations=_READ_ONLY,
     )
     def search_memory(
@@ -140,6 +148,7 @@ def build_mcp(state: ServerState, principal: Callable[[Context], Principal]) -> 
         since: Since = None,
         author: Author = None,
         tags: Tags = None,
+        tags_mode: TagsMode = "any",
         thread: Thread = None,
         source: Source = None,
     ) -> dict[str, Any]:
@@ -153,6 +162,7 @@ def build_mcp(state: ServerState, principal: Callable[[Context], Principal]) -> 
                 since=since,
                 author=author,
                 tags=tags,
+                tags_mode=tags_mode,
                 thread=thread,
                 source=source,
             )
@@ -180,6 +190,7 @@ def build_mcp(state: ServerState, principal: Callable[[Context], Principal]) -> 
         since: Since = None,
         author: Author = None,
         tags: Tags = None,
+        tags_mode: TagsMode = "any",
         thread: Thread = None,
         source: Source = None,
     ) -> str:
@@ -194,6 +205,7 @@ def build_mcp(state: ServerState, principal: Callable[[Context], Principal]) -> 
                 since=since,
                 author=author,
                 tags=tags,
+                tags_mode=tags_mode,
                 thread=thread,
                 source=source,
             )
