@@ -525,6 +525,10 @@ def undo_counts(changes: Sequence[ChangeRecord]) -> dict[str, int]:
 # -- API keys (the server's keys, bound to one scope each) -----------------------------------
 
 
+# The api_keys columns that hold an ApiKey, in its field order (the secret's hash is apart).
+API_KEY_COLUMNS = "key_id, scope, role, label, created_at, revoked_at"
+
+
 @dataclass(frozen=True, slots=True)
 class ApiKey:
     """One API key as stored: never the secret itself, only its hash (kept apart)."""
@@ -535,6 +539,15 @@ class ApiKey:
     label: str | None
     created_at: str
     revoked_at: str | None = None
+
+    def row(self) -> tuple[str | None, ...]:
+        """The key's values in the order of ``API_KEY_COLUMNS``."""
+        return (self.key_id, self.scope, self.role, self.label, self.created_at, self.revoked_at)
+
+    @classmethod
+    def from_row(cls, row: Sequence[Any]) -> ApiKey:
+        """The key from a row that starts with ``API_KEY_COLUMNS``."""
+        return cls(*row[:6])
 
     def to_dict(self) -> dict[str, object]:
         return {

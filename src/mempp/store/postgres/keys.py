@@ -3,17 +3,9 @@ hash, revoked in place and never deleted."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from mempp.errors import InvalidInput
-from mempp.store.base import ApiKey
+from mempp.store.base import API_KEY_COLUMNS, ApiKey
 from mempp.store.postgres.schema import _PostgresBase
-
-_KEY_COLUMNS = "key_id, scope, role, label, created_at, revoked_at"
-
-
-def _row_to_key(row: Any) -> ApiKey:
-    return ApiKey(*row[:6])
 
 
 class _KeysMixin(_PostgresBase):
@@ -25,18 +17,10 @@ class _KeysMixin(_PostgresBase):
                 raise InvalidInput(f"{name} contains a NUL character")
         with self._connection() as conn:
             inserted = conn.execute(
-                f"""INSERT INTO api_keys ({_KEY_COLUMNS}, secret_hash)
+                f"""INSERT INTO api_keys ({API_KEY_COLUMNS}, secret_hash)
                     VALUES (%s, %s, %s, %s, %s, %s, %s)
                     ON CONFLICT (key_id) DO NOTHING RETURNING key_id""",
-                (
-                    key.key_id,
-                    key.scope,
-                    key.role,
-                    key.label,
-                    key.created_at,
-                    key.revoked_at,
-                    secret_hash,
-                ),
+                (*key.row(), secret_hash),
             ).fetchone()
         if inserted is None:
             raise InvalidInput(f"cannot store key {key.key_id}: the id is taken")
@@ -44,17 +28,17 @@ class _KeysMixin(_PostgresBase):
     def api_key(self, key_id: str) -> tuple[ApiKey, bytes] | None:
         with self._connection() as conn:
             row = conn.execute(
-                f"SELECT {_KEY_COLUMNS}, secret_hash FROM api_keys WHERE key_id = %s", (key_id,)
+                f"SELECT {API_KEY_COLUMNS}, secret_hash FROM api_keys WHERE key_id = %s", (key_id,)
             ).fetchone()
-        return None if row is None else (_row_to_key(row), bytes(row[6]))
+        return None if row is None else (ApiKey.from_row(row), bytes(row[6]))
 
     def api_keys(self, scope: str | None = None) -> list[ApiKey]:
         where, args = ("WHERE scope = %s", (scope,)) if scope is not None else ("", ())
         with self._connection() as conn:
             rows = conn.execute(
-                f"SELECT {_KEY_COLUMNS} FROM api_keys {where} ORDER BY created_at, key_id", args
+                f"SELECT {API_KEY_COLUMNS} FROM api_keys {where} ORDER BY created_at, key_id", args
             ).fetchall()
-        return [_row_to_key(row) for row in rows]
+        return [ApiKey.from_row(row) for row in rows]
 
     def revoke_key(self, key_id: str, revoked_at: str) -> ApiKey | None:
         with self._connection() as conn:
@@ -63,9 +47,9 @@ class _KeysMixin(_PostgresBase):
                 (revoked_at, key_id),
             )
             row = conn.execute(
-                f"SELECT {_KEY_COLUMNS} FROM api_keys WHERE key_id = %s", (key_id,)
+                f"SELECT {API_KEY_COLUMNS} FROM api_keys WHERE key_id = %s", (key_id,)
             ).fetchone()
-        return None if row is None else _row_to_key(row)
+        return None if row is None else ApiKey.from_row(row)
 
     def key_count(self) -> int:
         with self._connection() as conn:

@@ -6,14 +6,8 @@ from __future__ import annotations
 import sqlite3
 
 from mempp.errors import InvalidInput
-from mempp.store.base import ApiKey
+from mempp.store.base import API_KEY_COLUMNS, ApiKey
 from mempp.store.sqlite.schema import _SQLiteBase
-
-_KEY_COLUMNS = "key_id, scope, role, label, created_at, revoked_at"
-
-
-def _row_to_key(row: sqlite3.Row | tuple) -> ApiKey:
-    return ApiKey(*row[:6])
 
 
 class _KeysMixin(_SQLiteBase):
@@ -23,17 +17,9 @@ class _KeysMixin(_SQLiteBase):
         try:
             with self._write() as conn:
                 conn.execute(
-                    f"""INSERT INTO api_keys ({_KEY_COLUMNS}, secret_hash)
+                    f"""INSERT INTO api_keys ({API_KEY_COLUMNS}, secret_hash)
                         VALUES (?, ?, ?, ?, ?, ?, ?)""",
-                    (
-                        key.key_id,
-                        key.scope,
-                        key.role,
-                        key.label,
-                        key.created_at,
-                        key.revoked_at,
-                        secret_hash,
-                    ),
+                    (*key.row(), secret_hash),
                 )
         except sqlite3.IntegrityError as exc:
             raise InvalidInput(f"cannot store key {key.key_id}: {exc}") from None
@@ -41,17 +27,17 @@ class _KeysMixin(_SQLiteBase):
     def api_key(self, key_id: str) -> tuple[ApiKey, bytes] | None:
         with self._lock:
             row = self._conn.execute(
-                f"SELECT {_KEY_COLUMNS}, secret_hash FROM api_keys WHERE key_id = ?", (key_id,)
+                f"SELECT {API_KEY_COLUMNS}, secret_hash FROM api_keys WHERE key_id = ?", (key_id,)
             ).fetchone()
-        return None if row is None else (_row_to_key(row), bytes(row[6]))
+        return None if row is None else (ApiKey.from_row(row), bytes(row[6]))
 
     def api_keys(self, scope: str | None = None) -> list[ApiKey]:
         where, args = ("WHERE scope = ?", (scope,)) if scope is not None else ("", ())
         with self._lock:
             rows = self._conn.execute(
-                f"SELECT {_KEY_COLUMNS} FROM api_keys {where} ORDER BY created_at, key_id", args
+                f"SELECT {API_KEY_COLUMNS} FROM api_keys {where} ORDER BY created_at, key_id", args
             ).fetchall()
-        return [_row_to_key(row) for row in rows]
+        return [ApiKey.from_row(row) for row in rows]
 
     def revoke_key(self, key_id: str, revoked_at: str) -> ApiKey | None:
         with self._write() as conn:
@@ -60,9 +46,9 @@ class _KeysMixin(_SQLiteBase):
                 (revoked_at, key_id),
             )
             row = conn.execute(
-                f"SELECT {_KEY_COLUMNS} FROM api_keys WHERE key_id = ?", (key_id,)
+                f"SELECT {API_KEY_COLUMNS} FROM api_keys WHERE key_id = ?", (key_id,)
             ).fetchone()
-        return None if row is None else _row_to_key(row)
+        return None if row is None else ApiKey.from_row(row)
 
     def key_count(self) -> int:
         with self._lock:
