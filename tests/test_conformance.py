@@ -78,6 +78,7 @@ import hashlib
 import multiprocessing
 import random
 import sqlite3
+import threading
 import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -184,6 +185,69 @@ def test_vector_leg_ranks_by_cosine_ties_to_newest(engine_location: str) -> None
         assert [h.leg_ranks for h in hits] == [{"vec": i} for i in range(1, 6)]
         assert [h.score for h in hits] == [2.0 / (60 + i) for i in range(5)]
         assert ids(memory.search("alpha", settings=VEC.with_(candidates=2))) == [bob, ana]
+
+
+class _WaitingEmbedder(KeywordEmbedder):
+    """Encodes a question only once the lexical leg has started (or fails after 10 s), and
+    records the thread it ran on."""
+
+    def __init__(self, lexical_started: threading.Event) -> None:
+        super().__init__(KEYWORDS)
+        self.lexical_started = lexical_started
+        self.threads: list[str] = []
+        self.armed = False  # the writes before the searches encode at once
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        self.threads.append(threading.current_thread().name)
+        if self.armed and not self.lexical_started.wait(10):
+            raise AssertionError("the question was encoded before the lexical leg started")
+        return super().embed(texts)
+
+
+def test_the_question_is_encoded_beside_the_legs_that_need_no_vector(
+    engine_location: str,
+) -> None:
+    started = threading.Event()
+    embedder = _WaitingEmbedder(started)
+    with Memory(engine_location, embedder=embedder) as memory:
+        for text in ("alpha budget", "beta launch", "alpha gamma"):
+            memory.add(text, date="2024-01-02")
+        lexical = memory.store.lexical
+
+        def watched(*args: object, **kwargs: object) -> list[int]:
+            started.set()
+            return lexical(*args, **kwargs)
+
+        memory.store.lexical = watched  # type: ignore[method-assign]
+        embedder.armed = True
+        embedder.threads.clear()
+        hits = memory.search("alpha budget")
+        assert [h.record.text for h in hits][:1] == ["alpha budget"]
+        assert embedder.threads and embedder.threads[0] != threading.current_thread().name
+        # Only the vector leg: nothing to encode beside, so it runs in the caller.
+        started.set()
+        embedder.threads.clear()
+        memory.search("alpha", settings=VEC)
+        assert embedder.threads == [threading.current_thread().name]
+
+
+class _FailingEmbedder(KeywordEmbedder):
+    down = False
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        if self.down:
+            raise RuntimeError("the encoder is down")
+        return super().embed(texts)
+
+
+def test_an_encoder_error_reaches_the_caller_of_search(engine_location: str) -> None:
+    embedder = _FailingEmbedder(KEYWORDS)
+    with Memory(engine_location, embedder=embedder) as memory:
+        memory.add_many([{"text": "alpha budget"}, {"text": "beta launch"}])
+        embedder.down = True
+        with pytest.raises(RuntimeError, match="the encoder is down"):
+            memory.search("alpha budget")
+        assert ids(memory.search("alpha budget", settings=LEX))  # the store is unharmed
 
 
 def test_tag_leg_counts_labels_then_newest(engine_location: str) -> None:

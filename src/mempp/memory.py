@@ -276,11 +276,14 @@ class Memory:
         settings: Settings,
         filters: Filters = NO_FILTERS,
     ) -> LegLists:
-        """Run the three legs alone (used by ``search`` and by the benchmarks)."""
-        vector = self._query_vector(question) if settings.w_vec > 0 else None
+        """Run the three legs alone (used by ``search`` and by the benchmarks). The question
+        is encoded while the legs that need no vector run."""
+        vector = self._query_encoding(question) if settings.w_vec > 0 else None
         return run_legs(self._store, self.scope, question, vector, as_of, settings, filters)
 
-    def _query_vector(self, question: str) -> np.ndarray | None:
+    def _query_encoding(self, question: str) -> Callable[[], np.ndarray] | None:
+        """The call that encodes ``question``, or None while nothing is stored. The encoder is
+        loaded and checked against the store's here, so a mismatch fails before any leg."""
         stored = self._store.encoder()
         if stored is None:  # nothing stored yet: no vectors to compare with
             return None
@@ -290,7 +293,7 @@ class Memory:
                 f"{self._store.location} holds vectors of encoder {stored[0]} ({stored[1]}-d); "
                 f"this Memory uses {embedder.name} ({embedder.dim}-d)"
             )
-        return embedder.embed([question])[0]
+        return lambda: embedder.embed([question])[0]
 
     def evidence(
         self,

@@ -6,23 +6,19 @@ by ``mempp.store.sqlite.replicas``."""
 from __future__ import annotations
 
 import json
-import threading
 import weakref
-from collections.abc import Callable, Collection, Sequence
-from concurrent.futures import Future
+from collections.abc import Collection, Sequence
 from dataclasses import replace
-from typing import TypeVar
 
 import numpy as np
 
+from mempp.background import started
 from mempp.filters import NO_FILTERS, Filters
 from mempp.query import LexicalQuery, storable_query
 from mempp.store.base import followers_in_order
 from mempp.store.filter_sql import filter_condition
 from mempp.store.sqlite.replicas import _eligible, _ReplicasMixin
 from mempp.vectors import ExactVectorIndex
-
-_T = TypeVar("_T")
 
 # Filtered id sets kept for the next searches (see _LegsMixin._filtered_ids).
 _FILTERED_KEPT = 8
@@ -69,21 +65,6 @@ def filtered_ids_query(scope: str, filters: Filters) -> tuple[str, dict[str, obj
 
 def _quoted(term: str) -> str:
     return '"' + term.replace('"', '""') + '"'
-
-
-def _started(work: Callable[[], _T]) -> Callable[[], _T]:
-    """Run ``work`` on a thread of its own; the returned call waits for its result (or
-    raises its error). For work that spends its time in C with the GIL released."""
-    future: Future[_T] = Future()
-
-    def run() -> None:
-        try:
-            future.set_result(work())
-        except BaseException as exc:  # handed to the caller, which re-raises it
-            future.set_exception(exc)
-
-    threading.Thread(target=run, name="mempp-phrases", daemon=True).start()
-    return future.result
 
 
 class _LegsMixin(_ReplicasMixin):
@@ -159,7 +140,7 @@ class _LegsMixin(_ReplicasMixin):
         extra = None
         if query.phrases and not conjunctive:
             phrases = query.phrases
-            extra = _started(lambda: self._phrase_scores(phrases))
+            extra = started(lambda: self._phrase_scores(phrases), "mempp-phrases")
         return bm25.search(
             tokens,
             conjunctive=conjunctive,
