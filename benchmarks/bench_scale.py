@@ -562,7 +562,7 @@ def report(size: int, built: dict[str, float], file_gib: float, runs: dict[str, 
 
 
 # What a store saves beside its file (-bm25.npz: before the array file).
-SAVED_ENDS = ("-bm25.arrays", "-vectors.arrays", "-bm25.npz")
+SAVED_ENDS = ("-bm25.arrays", "-vectors.arrays", "-vectors.f32", "-bm25.npz")
 
 
 def working_copy(path: Path, label: str) -> Path:

@@ -499,3 +499,190 @@ def test_a_folder_that_refuses_the_vector_file(db_path, monkeypatch, rows_from_s
         _check_exact(memory, db_path)
     assert not _file(db_path).exists()
     assert not list(db_path.parent.glob("*.partial"))
+
+
+# -- the float32 rows saved beside a real SQLite file (store/sqlite/exact_file.py) -----------
+def test_quick_rows_are_used_only_where_they_quantize_to_the_held_codes() -> None:
+    """A faster copy of the float32 rows may lack rows or hold wrong ones: every row it gives
+    that does not quantize to the held codes comes from ``exact_rows`` instead, so results
+    stay exact."""
+    rng = np.random.default_rng(21)
+    dim, count = 32, 3000
+    matrix = _unit(rng.standard_normal((count, dim)))
+    ids = np.arange(1, count + 1, dtype=np.int64)
+    by_id = dict(zip(ids.tolist(), matrix, strict=True))
+    from_store: list[int] = []
+
+    def exact_rows(wanted: np.ndarray) -> np.ndarray:
+        from_store.extend(wanted.tolist())
+        return np.stack([by_id[int(i)] for i in wanted])
+
+    damaged = matrix.copy()
+    damaged[::3] = _unit(rng.standard_normal((len(damaged[::3]), dim)))  # another row
+    damaged[1::3] = 0  # missing (past the end of a file, or a hole in it)
+    damaged[2::6] *= np.float32(1.001)  # rescaled: codes may agree, the scale cannot
+    copies = {"right": matrix, "damaged": damaged}
+    for label, copy in copies.items():
+        index = ExactVectorIndex(
+            dim, exact_rows, quick_rows=lambda wanted, copy=copy: copy[wanted - 1].copy()
+        )
+        index.append(ids, matrix, ["s"] * count, [0] * count, [True] * count)
+        everyone = np.ones(count, dtype=bool)
+        zeros = np.zeros(count, dtype=np.int64)
+        from_store.clear()
+        for _ in range(12):
+            query = _unit(rng.standard_normal(dim))
+            expected = _reference(
+                matrix, ids, np.full(count, "s"), zeros, everyone, query, "s", None, 30
+            )
+            assert index.search(query, "s", None, 30) == expected, label
+        if label == "right":
+            assert from_store == []
+        else:  # every damaged row that was a candidate came from the store; no intact one
+            assert from_store and all((int(i) - 1) % 6 != 5 for i in from_store)
+
+
+def _f32(path):
+    from mempp.store.sqlite.exact_file import EXACT_FILE_SUFFIX
+
+    return type(path)(f"{path}{EXACT_FILE_SUFFIX}")
+
+
+@pytest.fixture
+def exact_from_sqlite(monkeypatch):
+    """Ids whose float32 row the SQLite store read from the database for rescoring."""
+    from mempp.store.sqlite.replicas import _ReplicasMixin
+
+    fetched: list[int] = []
+    real = _ReplicasMixin._stored_vectors
+
+    def counting(self, ids):
+        fetched.extend(ids.tolist())
+        return real(self, ids)
+
+    monkeypatch.setattr(_ReplicasMixin, "_stored_vectors", counting)
+    return fetched
+
+
+def _slot(path, record_id: int, dim: int = 16) -> bytes:
+    data = _f32(path).read_bytes()
+    return data[(record_id - 1) * dim * 4 : record_id * dim * 4]
+
+
+def test_float32_file_serves_the_rescoring_and_a_bad_one_is_read_around(
+    db_path, tmp_path, exact_from_sqlite
+) -> None:
+    with _memory(db_path) as memory:
+        _fill(memory, 300)
+        _check_exact(memory, db_path)  # the load from SQLite writes every row
+    assert _f32(db_path).stat().st_size == 300 * 16 * 4
+    assert exact_from_sqlite == []
+    with _memory(db_path) as memory:
+        _check_exact(memory, db_path)  # loaded from the int8 file, rescored from this one
+        assert exact_from_sqlite == []
+        _fill(memory, 20, start=300)  # the catch-up writes the new rows too
+        _check_exact(memory, db_path)
+    assert exact_from_sqlite == [] and _f32(db_path).stat().st_size == 320 * 16 * 4
+    good = _f32(db_path).read_bytes()
+    stranger = tmp_path / "stranger.db"
+    with _memory(stranger) as memory:
+        _fill(memory, 320, start=7000)
+        _check_exact(memory, stranger)
+    damaged = bytearray(good)
+    damaged[100 * 64 : 200 * 64] = np.random.default_rng(5).bytes(100 * 64)
+    for label, content in [
+        ("missing", None),
+        ("truncated", good[: len(good) // 3]),
+        ("damaged", bytes(damaged)),
+        ("empty", b""),
+        ("another database's", _f32(stranger).read_bytes()),
+    ]:
+        if content is None:
+            _f32(db_path).unlink()
+        else:
+            _f32(db_path).write_bytes(content)
+        exact_from_sqlite.clear()
+        with _memory(db_path) as memory:
+            _check_exact(memory, db_path)
+        assert exact_from_sqlite, label  # read around: the rows came from SQLite
+        exact_from_sqlite.clear()
+        with _memory(db_path) as memory:
+            _check_exact(memory, db_path)  # and were written back
+        assert exact_from_sqlite == [], label
+
+
+def test_redact_zeroes_the_erased_rows_of_the_float32_file(db_path, exact_from_sqlite) -> None:
+    with _memory(db_path) as memory:
+        _fill(memory, 120)
+        secret = memory.add("the secret note", date="2024-03-03").id
+        _check_exact(memory, db_path)
+        vector = _slot(db_path, secret)
+        assert any(vector)
+        memory.redact(secret, reason="erasure request")
+        assert not any(_slot(db_path, secret))
+        _check_exact(memory, db_path)
+        other = memory.add("another secret", date="2024-03-04").id
+        _check_exact(memory, db_path)
+    assert any(_slot(db_path, other))
+    # Redacting in a process that never loaded the index: the file is zeroed all the same.
+    with _memory(db_path) as memory:
+        memory.redact(other, reason="erasure request")
+    assert not any(_slot(db_path, other))
+    # An erasure whose process stopped between its commit and the zeroing: the next store
+    # to open the file zeroes the row.
+    with open(_f32(db_path), "r+b") as file:
+        file.seek((secret - 1) * 64)
+        file.write(vector)
+    with _memory(db_path) as memory:
+        _check_exact(memory, db_path)
+    assert not any(_slot(db_path, secret))
+
+
+def test_redact_removes_a_float32_file_it_cannot_zero(db_path, monkeypatch) -> None:
+    from mempp.store.sqlite.exact_file import ExactFile
+
+    with _memory(db_path) as memory:
+        _fill(memory, 60)
+        _check_exact(memory, db_path)
+
+        def refused(self, ids):
+            raise PermissionError(13, "Permission denied")
+
+        monkeypatch.setattr(ExactFile, "zero", refused)
+        memory.redact(5, reason="erasure request")
+        assert not _f32(db_path).exists()
+        _check_exact(memory, db_path)
+
+
+def test_a_float32_file_that_cannot_be_opened_or_written(
+    db_path, monkeypatch, exact_from_sqlite
+) -> None:
+    from mempp.store.sqlite import exact_file
+
+    with _memory(db_path) as memory:
+        _fill(memory, 80)
+    real_open = exact_file.os.open
+
+    def refused(path, *args, **kwargs):
+        if str(path).endswith(exact_file.EXACT_FILE_SUFFIX):
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_open(path, *args, **kwargs)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(exact_file.os, "open", refused)
+        with _memory(db_path) as memory:
+            _check_exact(memory, db_path)
+            memory.redact(3, reason="erasure request")
+            _check_exact(memory, db_path)
+    assert exact_from_sqlite  # every rescoring went to SQLite
+
+    def full(self, ids, rows):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(exact_file.ExactFile, "write", full)
+    _f32(db_path).unlink(missing_ok=True)
+    with _memory(db_path) as memory:
+        _check_exact(memory, db_path)
+        assert memory.store._exact_file is None  # dropped at the first refused write
+        _fill(memory, 10, start=80)
+        _check_exact(memory, db_path)

@@ -110,13 +110,22 @@ class ExactVectorIndex:
 
     Rows arrive in increasing id order. ``exact_rows`` (ids -> float32 rows) lets the store
     supply the exact vectors of candidates, so that only the compact copy stays in RAM;
-    without it the index keeps a float32 copy of its own.
+    without it the index keeps a float32 copy of its own. ``quick_rows`` is a faster copy
+    that may lack rows or hold wrong ones: a row it gives is used only if it quantizes to
+    the very codes and scale the index holds for that row, the others come from
+    ``exact_rows``.
     """
 
-    def __init__(self, dim: int, exact_rows: ExactRows | None = None) -> None:
+    def __init__(
+        self,
+        dim: int,
+        exact_rows: ExactRows | None = None,
+        quick_rows: ExactRows | None = None,
+    ) -> None:
         self.dim = dim
         self._lock = threading.Lock()
         self._exact_rows = exact_rows
+        self._quick_rows = quick_rows if exact_rows is not None else None
         self._n = 0
         self._sorted_n = 0
         self._max_scale = 0.0
@@ -187,6 +196,7 @@ class ExactVectorIndex:
         rows: int,
         scopes: list[str],
         exact_rows: ExactRows,
+        quick_rows: ExactRows | None = None,
     ) -> ExactVectorIndex:
         """An index over what ``export`` gave, the arrays adopted as they are. They may hold
         spare rows after the first ``rows`` (room for appends, all arrays alike).
@@ -218,7 +228,7 @@ class ExactVectorIndex:
             consistent = bool(np.all(sorted_event[1:] >= sorted_event[:-1]))
         if not consistent:
             raise ValueError("ExactVectorIndex.restore: the arrays do not describe an index")
-        index = cls(dim, exact_rows=exact_rows)
+        index = cls(dim, exact_rows=exact_rows, quick_rows=quick_rows)
         index._ids, index._scope, index._event, index._active = ids, scope, event, active
         index._codes, index._scales, index._order = codes, scales, order
         index._scan_scope = np.empty(capacity, dtype=np.int32)
@@ -267,14 +277,7 @@ class ExactVectorIndex:
                 rows = vectors[block:stop]
                 norms = np.sqrt(np.einsum("ij,ij->i", rows, rows))
                 self._max_norm = max(self._max_norm, float(norms.max()))
-                scale = np.abs(rows).max(axis=1) / np.float32(127)
-                scale[scale == 0] = 1
-                scales[block:stop] = scale
-                np.rint(
-                    rows / scale[:, None],
-                    out=self._codes[start + block : start + stop],
-                    casting="unsafe",
-                )
+                scales[block:stop] = _quantize_rows(rows, self._codes[start + block : start + stop])
             self._scales[start:end] = scales
             self._max_scale = max(self._max_scale, float(scales.max()))
             self._order[start:end] = np.arange(start, end)
@@ -514,8 +517,22 @@ class ExactVectorIndex:
         arrival = scan.order[positions]
         if self._exact_rows is None:
             rows = self._exact[arrival]
-        else:
+        elif self._quick_rows is None:
             rows = np.asarray(self._exact_rows(self._ids[arrival]), dtype=np.float32)
+        else:
+            ids = self._ids[arrival]
+            rows = np.array(self._quick_rows(ids), dtype=np.float32)
+            codes = np.empty((len(rows), self.dim), dtype=np.int8)
+            with np.errstate(all="ignore"):  # a damaged row may hold inf or NaN: it fails below
+                scales = _quantize_rows(rows, codes)
+            # A row is the one that was quantized iff it quantizes the same (up to changes
+            # within half a code step, which move its score by no more than the scan's own
+            # rounding): a missing row (zeros), a damaged one or another file's fails.
+            wrong = (scales != scan.scales[positions]) | np.any(
+                codes != scan.codes[positions], axis=1
+            )
+            if wrong.any():
+                rows[wrong] = self._exact_rows(ids[wrong])
         return rows @ query
 
     def _reorder(self) -> None:
@@ -572,6 +589,16 @@ class ExactVectorIndex:
                 self._scan_active,
             )
         )
+
+
+def _quantize_rows(rows: np.ndarray, codes: np.ndarray) -> np.ndarray:
+    """Each row as int8 ``codes`` (written into the given array) times a scale per row (the
+    returned float32 array): ``row ~ scale * code``, the largest component at code 127. A
+    zero row gets scale 1 and codes 0."""
+    scale = np.abs(rows).max(axis=1) / np.float32(127)
+    scale[scale == 0] = 1
+    np.rint(rows / scale[:, None], out=codes, casting="unsafe")
+    return scale
 
 
 def _quantized(query: np.ndarray) -> tuple[np.ndarray, float, float, float]:

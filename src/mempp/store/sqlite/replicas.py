@@ -11,13 +11,14 @@ import json
 import sqlite3
 import threading
 import urllib.parse
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
 
 from mempp.bm25 import Bm25Index, postings_from_groups
 from mempp.errors import StoreError
+from mempp.store.sqlite.exact_file import EXACT_FILE_SUFFIX, ExactFile
 from mempp.store.sqlite.records import _RecordsMixin
 from mempp.store.sqlite.schema import (
     BM25_FILE_SUFFIX,
@@ -342,15 +343,36 @@ class _ReplicasMixin(_RecordsMixin):
     _vectors_saved = 0
 
     def _stored_vectors(self, ids: np.ndarray) -> np.ndarray:
-        """The float32 vectors of rows ``ids``, in that order, read from the file."""
-        with self._lock:
+        """The float32 vectors of rows ``ids``, in that order, read from the database (and
+        written to the file of float32 rows beside it, for the next searches)."""
+        with self._lock, self._exact_writing() as file:
             rows = self._conn.execute(
                 "SELECT id, embedding FROM records WHERE id IN (SELECT value FROM json_each(?))",
                 (json.dumps(ids.tolist()),),
             ).fetchall()
-        found = dict(rows)
-        blob = b"".join(found[i] for i in ids.tolist())
-        return np.frombuffer(blob, dtype="<f4").reshape(len(ids), -1)
+            found = dict(rows)
+            blob = b"".join(found[i] for i in ids.tolist())
+            vectors = np.frombuffer(blob, dtype="<f4").reshape(len(ids), -1)
+            if file is not None:
+                self._write_exact(file, ids, vectors)
+        return vectors
+
+    @contextlib.contextmanager
+    def _exact_writing(self) -> Iterator[ExactFile | None]:
+        """The file of float32 rows, held for writing (see ``exact_file``), or None."""
+        file = self._exact_file
+        if file is None:
+            yield None
+            return
+        with file.writing():
+            yield file
+
+    def _write_exact(self, file: ExactFile, ids: np.ndarray, vectors: np.ndarray) -> None:
+        try:
+            file.write(ids, vectors)
+        except OSError:  # a full disk or a refusing folder: search on without the file
+            self._exact_file = None
+            file.close()
 
     def _vector_index(self) -> ExactVectorIndex | None:
         """Bring the RAM index up to date with the file (cheap when nothing changed)."""
@@ -380,16 +402,21 @@ class _ReplicasMixin(_RecordsMixin):
                        WHERE id > ? ORDER BY id""",
                     (held_max,),
                 )
-                # In chunks: a million blobs fetched at once peaked at 3x the vectors' size.
-                while rows := cursor.fetchmany(_LOAD_CHUNK):
-                    vectors = np.frombuffer(b"".join(r[4] for r in rows), dtype="<f4")
-                    index.append(
-                        np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows)),
-                        vectors.reshape(len(rows), index.dim),
-                        (r[1] for r in rows),
-                        (r[2] for r in rows),
-                        (bool(r[3]) for r in rows),
-                    )
+                with self._exact_writing() as file:
+                    # In chunks: a million blobs fetched at once peaked at 3x their size.
+                    while rows := cursor.fetchmany(_LOAD_CHUNK):
+                        ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+                        vectors = np.frombuffer(b"".join(r[4] for r in rows), dtype="<f4")
+                        vectors = vectors.reshape(len(rows), index.dim)
+                        index.append(
+                            ids,
+                            vectors,
+                            (r[1] for r in rows),
+                            (r[2] for r in rows),
+                            (bool(r[3]) for r in rows),
+                        )
+                        if file is not None:
+                            self._write_exact(file, ids, vectors)
                 archived = None
                 if epoch != self._seen_state_epoch and held:
                     # The archived ids (a walk of the state index per tenant), not every
@@ -425,17 +452,26 @@ class _ReplicasMixin(_RecordsMixin):
     def _vector_file(self) -> Path | None:
         return None if self.location == ":memory:" else Path(self.location + VECTOR_FILE_SUFFIX)
 
+    def _open_exact_file(self, dim: int) -> ExactFile | None:
+        """The file of float32 rows beside the database, erased rows zeroed (caller holds
+        the lock; the database is not in memory)."""
+        erased = [row[0] for row in self._conn.execute("SELECT record_id FROM redactions")]
+        return ExactFile.open(Path(self.location + EXACT_FILE_SUFFIX), dim, erased)
+
     def _open_vector_index(self, encoder: tuple[str, int]) -> ExactVectorIndex:
         """The index saved beside the file if it is this file's (its states as of the epoch
         it was saved at, which the caller compares), else an empty one (caller holds the
         lock)."""
         path = self._vector_file()
+        if path is not None and self._exact_file is None:
+            self._exact_file = self._open_exact_file(encoder[1])
+        quick = None if self._exact_file is None else self._exact_file.read
         loaded = None
         if path is not None and path.exists():
-            loaded = load_vector_index(self._conn, path, encoder, self._stored_vectors)
+            loaded = load_vector_index(self._conn, path, encoder, self._stored_vectors, quick)
         if loaded is None:
             self._vectors_saved = 0
-            return ExactVectorIndex(encoder[1], exact_rows=self._stored_vectors)
+            return ExactVectorIndex(encoder[1], exact_rows=self._stored_vectors, quick_rows=quick)
         index, self._seen_state_epoch = loaded
         self._vectors_saved = len(index)
         return index
@@ -462,6 +498,7 @@ class _ReplicasMixin(_RecordsMixin):
             path = self._vector_file()
             if path is None:
                 return
+            self._erase_exact_rows(ids)
             try:
                 path.unlink(missing_ok=True)  # first: gone even if the rewrite fails
             except OSError as exc:
@@ -479,3 +516,32 @@ class _ReplicasMixin(_RecordsMixin):
                 self._conn.execute("COMMIT")
             if label is not None:
                 self._save_vector_index(index, encoder, label)
+
+    def _erase_exact_rows(self, ids: Sequence[int]) -> None:
+        """Zero the erased rows in the file of float32 rows (opening it zeroes every erased
+        row), or remove the file (caller holds the lock)."""
+        path = Path(self.location + EXACT_FILE_SUFFIX)
+        file = self._exact_file
+        try:
+            if file is not None:
+                file.zero(ids)
+                return
+            encoder = self.encoder()
+            if not path.exists() or encoder is None:
+                return
+            opened = self._open_exact_file(encoder[1])
+            if opened is not None:
+                opened.close()
+                return
+        except OSError:
+            pass
+        self._exact_file = None
+        if file is not None:
+            file.close()
+        try:
+            path.unlink(missing_ok=True)
+        except OSError as exc:
+            raise StoreError(
+                f"{path}: holds a copy of the erased vectors and could not be removed "
+                f"({exc.strerror}); delete it by hand"
+            ) from None

@@ -25,6 +25,7 @@ from mempp.errors import StoreError
 from mempp.filters import Filters
 from mempp.store.base import UNDATED_DEDUPE_KEY as UNDATED_KEY
 from mempp.store.migrations import Migration, newest, pending
+from mempp.store.sqlite.exact_file import ExactFile
 from mempp.tag_index import TagPostings
 from mempp.vectors import ExactVectorIndex
 
@@ -404,6 +405,7 @@ class _SQLiteBase:
                 f"cannot open {self.location}: {describe_failure(self.location, exc)}"
             ) from None
         self._index: ExactVectorIndex | None = None
+        self._exact_file: ExactFile | None = None  # the float32 rows beside the file
         self.bm25_min_rows = BM25_RAM_MIN_ROWS
         self._bm25: Bm25Index | None = None
         self._bm25_built: Bm25Index | None = None
@@ -502,6 +504,9 @@ class _SQLiteBase:
             self._index = self._bm25 = self._bm25_built = None  # their RAM goes now
             self._tags = self._tags_built = None
             self._filtered.clear()
+            if self._exact_file is not None:
+                self._exact_file.close()
+                self._exact_file = None
 
     def gather(self, calls: Sequence[Callable[[], T]]) -> list[T]:
         # One connection behind one lock: threads would only queue for it.

@@ -56,9 +56,11 @@ def load(
     path: Path,
     encoder: tuple[str, int],
     exact_rows: ExactRows,
+    quick_rows: ExactRows | None = None,
 ) -> tuple[ExactVectorIndex, str] | None:
     """The index saved at ``path`` and the state epoch of its states, if the file is this
-    database's and this encoder's; None otherwise (read SQLite instead)."""
+    database's and this encoder's; None otherwise (read SQLite instead). ``exact_rows`` and
+    ``quick_rows``: as for ``ExactVectorIndex``."""
     try:
         meta, arrays = array_file.read(path, spare=_spare)
         rows = int(meta["rows"])
@@ -69,7 +71,7 @@ def load(
             return None
         scopes = [str(s) for s in meta["scopes"]]
         epoch = str(meta["state_epoch"])
-        index = ExactVectorIndex.restore(encoder[1], arrays, rows, scopes, exact_rows)
+        index = ExactVectorIndex.restore(encoder[1], arrays, rows, scopes, exact_rows, quick_rows)
     except (ValueError, KeyError, TypeError):
         return None  # missing, damaged, truncated or not this layout: SQLite it is
     if index.max_id != max_id or fingerprint(conn, max_id) != meta["fingerprint"]:
