@@ -525,9 +525,9 @@ class ExactVectorIndex:
             codes = np.empty((len(rows), self.dim), dtype=np.int8)
             with np.errstate(all="ignore"):  # a damaged row may hold inf or NaN: it fails below
                 scales = _quantize_rows(rows, codes)
-            # A row is the one that was quantized iff it quantizes the same (up to changes
-            # within half a code step, which move its score by no more than the scan's own
-            # rounding): a missing row (zeros), a damaged one or another file's fails.
+            # A missing row (zeros), a damaged one or another database's quantizes otherwise.
+            # Only a change of less than half a code step in every component, and none in
+            # the largest, would pass; it moves a score by less than the scan's rounding.
             wrong = (scales != scan.scales[positions]) | np.any(
                 codes != scan.codes[positions], axis=1
             )

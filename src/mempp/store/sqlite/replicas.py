@@ -490,32 +490,47 @@ class _ReplicasMixin(_RecordsMixin):
 
     def _erase_vectors(self, ids: Sequence[int]) -> None:
         """After an erasure: the rows' quantised copies leave the in-RAM index and the file
-        beside the database (rewritten from the index when one is held, else removed)."""
+        beside the database (rewritten from the index when one is held, else removed), and
+        their float32 rows the file of those. ``StoreError`` naming each file that still
+        holds them, once both were tried."""
         with self._lock:
             index = self._index
             if index is not None:
                 index.erase(np.asarray(ids, dtype=np.int64))
-            path = self._vector_file()
-            if path is None:
+            if self._vector_file() is None:
                 return
-            self._erase_exact_rows(ids)
-            try:
-                path.unlink(missing_ok=True)  # first: gone even if the rewrite fails
-            except OSError as exc:
-                raise StoreError(
-                    f"{path}: holds a copy of the erased vectors and could not be removed "
-                    f"({exc.strerror}); delete it by hand"
-                ) from None
-            encoder = self.encoder()
-            if index is None or encoder is None or len(index) < max(self.vector_file_min_rows, 1):
-                return
-            self._conn.execute("BEGIN")
-            try:
-                label = fingerprint(self._conn, index.max_id)
-            finally:
-                self._conn.execute("COMMIT")
-            if label is not None:
-                self._save_vector_index(index, encoder, label)
+            failures = []
+            for erase in (self._erase_scan_copy, self._erase_exact_rows):
+                try:
+                    erase(ids)
+                except StoreError as exc:
+                    failures.append(str(exc))
+            if failures:
+                raise StoreError("; ".join(failures))
+
+    def _erase_scan_copy(self, ids: Sequence[int]) -> None:
+        """Remove the vector file, then save it again from the index when one is held (its
+        erased rows already zeroed). Caller holds the lock."""
+        path = self._vector_file()
+        assert path is not None
+        try:
+            path.unlink(missing_ok=True)  # first: gone even if the rewrite fails
+        except OSError as exc:
+            raise StoreError(
+                f"{path}: holds a copy of the erased vectors and could not be removed "
+                f"({exc.strerror}); delete it by hand"
+            ) from None
+        index = self._index
+        encoder = self.encoder()
+        if index is None or encoder is None or len(index) < max(self.vector_file_min_rows, 1):
+            return
+        self._conn.execute("BEGIN")
+        try:
+            label = fingerprint(self._conn, index.max_id)
+        finally:
+            self._conn.execute("COMMIT")
+        if label is not None:
+            self._save_vector_index(index, encoder, label)
 
     def _erase_exact_rows(self, ids: Sequence[int]) -> None:
         """Zero the erased rows in the file of float32 rows (opening it zeroes every erased
