@@ -686,3 +686,35 @@ def test_a_float32_file_that_cannot_be_opened_or_written(
         assert memory.store._exact_file is None  # dropped at the first refused write
         _fill(memory, 10, start=80)
         _check_exact(memory, db_path)
+
+
+def test_redact_names_a_float32_file_it_can_neither_zero_nor_remove(db_path, monkeypatch) -> None:
+    from pathlib import Path
+
+    from mempp import StoreError
+    from mempp.store.sqlite.exact_file import ExactFile
+
+    with _memory(db_path) as memory:
+        _fill(memory, 60)
+        _check_exact(memory, db_path)
+
+        def refused(self, *args, **kwargs):
+            raise PermissionError(13, "Permission denied")
+
+        real_unlink = Path.unlink
+
+        def unlink(self, missing_ok=False):
+            if str(self) == str(_f32(db_path)):
+                raise PermissionError(13, "Permission denied", str(self))
+            return real_unlink(self, missing_ok=missing_ok)
+
+        monkeypatch.setattr(ExactFile, "zero", refused)
+        monkeypatch.setattr(Path, "unlink", unlink)
+        with pytest.raises(StoreError, match=r"vectors\.f32: holds a copy of the erased vectors"):
+            memory.redact(5, reason="erasure request")
+        assert memory.get(5).text == ""  # the erasure itself stands
+    from mempp import array_file
+
+    _, arrays = array_file.read(_file(db_path))  # the int8 file was still rewritten without it
+    ids = arrays["ids"][arrays["order"]]
+    assert not arrays["codes"][int(np.flatnonzero(ids == 5)[0])].any()
