@@ -521,7 +521,8 @@ class ExactVectorIndex:
             rows = np.asarray(self._exact_rows(self._ids[arrival]), dtype=np.float32)
         else:
             ids = self._ids[arrival]
-            rows = np.array(self._quick_rows(ids), dtype=np.float32)
+            # Written into below: copied only if the copy given is not already writable float32.
+            rows = np.require(self._quick_rows(ids), dtype=np.float32, requirements="W")
             codes = np.empty((len(rows), self.dim), dtype=np.int8)
             with np.errstate(all="ignore"):  # a damaged row may hold inf or NaN: it fails below
                 scales = _quantize_rows(rows, codes)
