@@ -42,8 +42,9 @@ ExactRows = Callable[[np.ndarray], np.ndarray]
 # Rows per block when quantizing appended vectors: no temporary as large as the batch.
 _BLOCK = 4096
 # Candidates rescored exactly per result slot, before the rounding bound adds any row that
-# could still win. The float32 rows come back from SQLite, so every row saved counts: 2 read
-# 13-49% fewer rows than 4 at 100k and 1M, with the same results (docs/scaling.md).
+# could still win. Every float32 row read back costs a pread (or, for a row the float32 file
+# lacks, an SQLite lookup): 2 read 13-49% fewer rows than 4 at 100k and 1M, with the same
+# results (docs/scaling.md).
 _RESCORE = 2
 # A scan of at least this many rows is split across up to SCAN_THREADS threads (SimSIMD leaves
 # the GIL while it scores a part). Our own pool rather than SimSIMD's OpenMP threads: each
