@@ -1,9 +1,10 @@
 """The tag leg's in-RAM postings (mempp.tag_index): the same ranking as the SQL it replaces.
 
-The pure ranking is checked against a brute-force count on random lists (hypothesis); the
-store's in-RAM path against its own SQL on a real SQLite file with ties, several labels,
-filters, as-of bounds, archived rows, rows added after the postings were read (per-search
-tail, then a fresh read in a thread) and an erasure."""
+The pure ranking is checked against a brute-force count on random lists (hypothesis); each
+engine's in-RAM path against the SQL ranking, with ties, several labels, filters, as-of
+bounds, archived rows, rows added after the postings were read and an erasure: on a real
+SQLite file (per-search tail, then a fresh read in a thread) and on a real PostgreSQL (the
+scope's tag replica: tail, merges, rows and erasures from another store, eviction)."""
 
 from __future__ import annotations
 
@@ -17,11 +18,17 @@ from hypothesis import strategies as st
 
 from mempp import Memory
 from mempp.filters import NO_FILTERS, Filters
+from mempp.store.postgres import PostgresStore
+from mempp.store.postgres import replicas as pg_replicas
 from mempp.store.sqlite import SQLiteStore
 from mempp.store.sqlite import replicas as sqlite_replicas
 from mempp.tag_index import TagPostings, rank_tagged
 
+import engines
 from conftest import KeywordEmbedder
+
+pg_server = engines.pg_server
+pg_url = engines.pg_url
 
 
 def brute_force(lists: list[list[int]], eligible: set[int], limit: int) -> list[int]:
@@ -116,14 +123,20 @@ def random_filters(rng: random.Random) -> Filters:
     return NO_FILTERS
 
 
-def assert_same_as_sql(store: SQLiteStore, rng: random.Random, rounds: int = 60) -> None:
+def assert_same_as_sql(
+    store: SQLiteStore | PostgresStore, rng: random.Random, rounds: int = 60
+) -> None:
+    """The store's tag leg against the SQL ranking: SQLite's own, PostgreSQL's former one."""
     for _ in range(rounds):
         labels = rng.sample([a.lower() for a in AUTHORS] + TAGS + ["nothing"], rng.randint(1, 4))
         as_of = rng.choice([None, None, *(store_key(f"2024-{m:02d}-15") for m in (1, 6, 11))])
         limit = rng.choice([1, 3, 10, 50, 1000])
         filters = random_filters(rng)
         for scope in ("default", "other"):
-            want = store._tagged_sql(scope, labels, as_of, limit, filters)
+            if isinstance(store, SQLiteStore):
+                want = store._tagged_sql(scope, labels, as_of, limit, filters)
+            else:
+                want = pg_tagged_sql(store, scope, labels, as_of, limit, filters)
             assert store.tagged(scope, labels, as_of, limit, filters=filters) == want
 
 
@@ -249,3 +262,109 @@ def test_eligible_by_id_equals_eligible(gaps: bool) -> None:
                 assert (got == index.eligible(probe, scope, as_of, kept)).all()
                 wide = sqlite_replicas._eligible(index, probe, scope, as_of, kept)
                 assert (wide == got).all()
+
+
+# -- PostgreSQL: the scope's tag replica against the SQL it replaced -------------------------
+_PG_SQL = """SELECT r.id FROM record_tags t
+             JOIN records r ON r.scope = t.scope AND r.id = t.record_id
+             WHERE t.scope = %(scope)s AND t.label = ANY(%(labels)s::text[])
+               AND r.state = 'active'{date}{where}
+             GROUP BY r.id ORDER BY count(*) DESC, r.id DESC LIMIT %(limit)s"""
+
+
+def pg_tagged_sql(
+    store: PostgresStore,
+    scope: str,
+    labels: list[str],
+    as_of: int | None,
+    limit: int,
+    filters: Filters,
+) -> list[int]:
+    from mempp.store.filter_sql import filter_condition
+
+    where, params = filter_condition(filters, "r", "postgres")
+    date = " AND r.event_key <= %(as_of)s" if as_of is not None else ""
+    with store._connection() as conn:
+        rows = conn.execute(
+            _PG_SQL.format(date=date, where=where),
+            {"scope": scope, "labels": labels, "as_of": as_of, "limit": limit, **params},
+        ).fetchall()
+    return [row[0] for row in rows]
+
+
+def test_postgres_replica_equals_sql(
+    pg_url: str, rng: random.Random, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(pg_replicas, "_MIN_TAIL", 50)  # merges happen at this size too
+    embedder = KeywordEmbedder()
+    with (
+        Memory(pg_url, embedder=embedder) as memory,
+        Memory(pg_url, scope="other", embedder=embedder) as other,
+    ):
+        fill(memory, rng, 400)
+        fill(other, rng, 60)
+        store = memory.store
+        assert isinstance(store, PostgresStore)
+        assert_same_as_sql(store, rng)
+        replica = store._tag_replicas.get("default")
+        assert replica is not None and len(replica) == 400
+        assert replica._held.tail == {}  # merged: more than _MIN_TAIL postings
+        # states change after the replica read the rows; PostgreSQL keeps the active ones
+        archived = rng.sample(range(1, 400), 150)
+        store.set_state("default", archived, "archived", None)
+        assert_same_as_sql(store, rng)
+        store.set_state("default", archived[:40], "active", None)
+        # rows added since: caught up into the tail, then merged once it outgrows _MIN_TAIL
+        fill(memory, rng, 5)
+        assert_same_as_sql(store, rng, rounds=10)
+        assert replica._held.tail and len(replica) == 405
+        fill(memory, rng, 200)
+        assert_same_as_sql(store, rng, rounds=20)
+        assert len(replica) == 605 and replica._held.postings.max_id == 665
+
+
+def test_postgres_replica_catches_up_on_rows_another_store_wrote(
+    pg_url: str, rng: random.Random
+) -> None:
+    embedder = KeywordEmbedder()
+    with Memory(pg_url, embedder=embedder) as memory:
+        fill(memory, rng, 100)
+        before = memory.store.tagged("default", ["ana"], None, 1000)
+        with Memory(pg_url, embedder=embedder) as writer:  # another pool, as another process
+            writer.add("newest", author="Ana")
+            newest = writer.search("newest", k=1)[0].record.id
+            writer.redact(before[0], reason="test")
+        after = memory.store.tagged("default", ["ana"], None, 1000)
+        assert after == [newest, *before[1:]]
+
+
+def test_postgres_erasure_drops_the_replica(pg_url: str, rng: random.Random) -> None:
+    with Memory(pg_url, embedder=KeywordEmbedder()) as memory:
+        fill(memory, rng, 100)
+        store = memory.store
+        assert isinstance(store, PostgresStore)
+        before = store.tagged("default", ["ana"], None, 1000)
+        held = store._tag_replicas.get("default")
+        memory.redact(before[0], reason="test")
+        assert store._tag_replicas.get("default") is None  # its labels are gone from RAM
+        assert store.tagged("default", ["ana"], None, 1000) == before[1:]
+        assert store._tag_replicas.get("default") is not held
+        assert_same_as_sql(store, rng, rounds=10)
+
+
+def test_postgres_tag_replicas_of_least_recently_searched_scopes_are_dropped(
+    pg_url: str,
+) -> None:
+    embedder = KeywordEmbedder()
+    for scope in ("a", "b", "c"):
+        with Memory(pg_url, scope=scope, embedder=embedder) as writer:
+            writer.add_many([{"text": f"row {i}", "author": "Ana"} for i in range(3)])
+    with Memory(pg_url, embedder=embedder) as memory:
+        store = memory.store
+        assert isinstance(store, PostgresStore)
+        store.tags_max_rows = 5
+        expected = {scope: store.tagged(scope, ["ana"], None, 10) for scope in ("a", "b", "c")}
+        assert all(len(found) == 3 for found in expected.values())
+        assert list(store._tag_replicas) == ["c"]
+        assert store.tagged("a", ["ana"], None, 10) == expected["a"]  # read again, same
+        assert list(store._tag_replicas) == ["a"]

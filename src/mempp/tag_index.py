@@ -52,19 +52,34 @@ class TagPostings:
     @classmethod
     def from_groups(cls, groups: Iterable[tuple[str, str]], max_id: int) -> TagPostings:
         """From ``(label, "id,id,...")`` rows (SQL ``group_concat``), ids ascending per label."""
-        labels: list[str] = []
-        parts: list[np.ndarray] = []
+        lists = {}
         for label, joined in groups:
-            labels.append(label)
             ids = np.array(joined.split(","), dtype=np.int64)
             if len(ids) > 1 and not bool(np.all(ids[1:] > ids[:-1])):
                 ids = np.unique(ids)  # group_concat's order is SQLite's choice, not a promise
-            parts.append(ids)
+            lists[label] = ids
+        return cls.from_lists(lists, max_id)
+
+    @classmethod
+    def from_lists(cls, lists: Mapping[str, np.ndarray], max_id: int) -> TagPostings:
+        """From each label's ids, ascending without repeats."""
+        labels = list(lists)
+        parts = [np.asarray(lists[label], dtype=np.int64) for label in labels]
         sizes = np.fromiter((len(p) for p in parts), dtype=np.int64, count=len(parts))
         offsets = np.zeros(len(parts) + 1, dtype=np.int64)
         np.cumsum(sizes, out=offsets[1:])
         ids = np.concatenate(parts) if parts else _EMPTY
         return cls(labels, offsets, ids, max_id)
+
+    def extended(self, tail: Mapping[str, np.ndarray], max_id: int) -> TagPostings:
+        """These postings with ``tail`` (ids above ``max_id`` of this object, per label,
+        ascending) appended, as new postings up to ``max_id``."""
+        labels = dict.fromkeys([*self._slot, *tail])
+        lists = {
+            label: np.concatenate([self.postings(label), tail.get(label, _EMPTY)])
+            for label in labels
+        }
+        return TagPostings.from_lists(lists, max_id)
 
     def __len__(self) -> int:
         """Postings held (label, row pairs)."""

@@ -47,7 +47,8 @@ Same contract as the SQLite engine (``mempp.store.base.Store``), enforced by the
 without the ``postgres`` extra and says how to install it when a URL asks for this engine.
 
 The engine is a package by concern: ``schema`` (pool, migrations), ``records`` (writes and
-plain reads), ``legs`` (retrieval), ``bm25`` (the in-RAM BM25 replica), ``changelog``
+plain reads), ``legs`` (retrieval), ``tags`` (the tag leg), ``bm25`` and ``replicas``
+(the in-RAM BM25 and tag replicas), ``replica_reads`` (reading rows for them), ``changelog``
 (consolidation runs and undo), ``erasure`` (redaction), ``timeline`` (history and changes),
 ``graph`` (triples), ``bulk`` (COPY batches, the HNSW index deferred by ``bulk_load``),
 ``verify`` (integrity) and ``keys`` (the server's API keys), combined
@@ -112,5 +113,6 @@ class PostgresStore(
     move them: ``exact_scan_max_rows`` (eligible rows up to which the vector leg scans
     exactly), ``hnsw_ef_search`` (the HNSW candidate list; raised to ``limit`` + a tie
     margin when a query asks for more), ``hnsw_build_memory_mb`` (``maintenance_work_mem``
-    of an HNSW build; None sizes it from the row count) and ``bm25_max_rows``.
+    of an HNSW build; None sizes it from the row count), ``bm25_max_rows`` and
+    ``tags_max_rows`` (rows the in-RAM replicas hold, all scopes together).
     """

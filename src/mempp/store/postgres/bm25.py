@@ -12,10 +12,8 @@ rows of every state and date, as FTS5 counts over its whole table).
 PostgreSQL keeps at most 255 positions of a lexeme per row, so on long rows with a very
 frequent word its frequency (and the row's length) is counted lower than FTS5 counts it.
 
-Freshness. Before each search, rows with ids above the newest one held are read: within one
-scope, ids commit in increasing order, because every writer of a scope inserts while holding
-the scope's lock. States are not held: the ranked ids pass through PostgreSQL, which keeps
-the active ones, so an archived row never appears however recently it was archived.
+Freshness and states: before each search, the rows with ids above the newest one held are
+read; PostgreSQL keeps the active rows of the ranking (``mempp.store.postgres.replicas``).
 """
 
 from __future__ import annotations
@@ -26,9 +24,6 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from mempp.bm25 import Bm25Index
-
-# An undated row's event key: above every as-of bound, so a bound leaves it out.
-UNDATED = np.iinfo(np.int64).max
 
 # (ids, event keys, {lexeme: (ids, term frequencies)}) of the rows after a given id.
 Fetch = Callable[[int], tuple[np.ndarray, np.ndarray, dict[str, tuple[np.ndarray, np.ndarray]]]]
@@ -44,6 +39,9 @@ class ScopeReplica:
         self.index = Bm25Index()
         self.ids = np.empty(0, dtype=np.int64)  # local row number -> record id, increasing
         self.keys = np.empty(0, dtype=np.int64)  # local row number -> event key
+
+    def __len__(self) -> int:
+        return len(self.ids)
 
     @property
     def newest(self) -> int:

@@ -86,8 +86,9 @@ class _ErasureMixin(_ChangeLogMixin):
                    WHERE scope = %(scope)s AND record_id = ANY(%(ids)s)""",
                 params,
             )
-        with self._replicas_lock:  # the scope's BM25 replica still holds the erased words
-            self._replicas.pop(scope, None)
+        # The scope's replicas in this process still hold the erased words and labels.
+        self._replicas.drop(scope)
+        self._tag_replicas.drop(scope)
         return run_id, erased
 
     @staticmethod

@@ -1,6 +1,6 @@
 """The PostgreSQL engine's retrieval legs: lexical (BM25 from the in-RAM replica of
-``mempp.store.postgres.bm25``, or ``ts_rank_cd``), tagged, nearest (exact scan or HNSW),
-dated spans, thread followers, recency keys and the latest unmatched rows."""
+``mempp.store.postgres.bm25``, or ``ts_rank_cd``), nearest (exact scan or HNSW), dated spans,
+thread followers, recency keys and the latest unmatched rows; the tag leg is in ``tags``."""
 
 from __future__ import annotations
 
@@ -11,12 +11,12 @@ import numpy as np
 
 from mempp.errors import EncoderMismatch
 from mempp.filters import NO_FILTERS, Filters
-from mempp.query import UNSTORABLE, LexicalQuery, storable_query
+from mempp.query import LexicalQuery, storable_query
 from mempp.store.base import followers_in_order
 from mempp.store.filter_sql import filter_condition
-from mempp.store.postgres.bm25 import UNDATED, ScopeReplica
-from mempp.store.postgres.records import _RecordsMixin
+from mempp.store.postgres.bm25 import ScopeReplica
 from mempp.store.postgres.schema import HNSW_MAX_DIM
+from mempp.store.postgres.tags import _TagLegMixin
 
 if TYPE_CHECKING:
     import psycopg
@@ -27,7 +27,7 @@ EF_SEARCH_CEILING = 1000
 _POSTINGS_CHUNK = 2000
 
 
-class _LegsMixin(_RecordsMixin):
+class _LegsMixin(_TagLegMixin):
     """The retrieval legs, and the read-time lookups beside them (threads, recency)."""
 
     exact_scan_max_rows: int = 10_000
@@ -37,8 +37,9 @@ class _LegsMixin(_RecordsMixin):
     tie_margin: int = 16
 
     def warm(self, scope: str) -> None:
-        # Vectors stay in the server; the BM25 replica of the scope is built here.
+        # Vectors stay in the server; the scope's BM25 and tag replicas are built here.
         self._caught_up(scope)
+        self._tags_caught_up(scope)
 
     def lexical(
         self,
@@ -116,40 +117,21 @@ class _LegsMixin(_RecordsMixin):
                 pairs.setdefault(key, (phrase, first[0], second[0]))
         replica, newest = self._caught_up(scope)
         phrase_rows = self._phrase_rows(scope, list(pairs.values()), newest)
-        want = limit
-        while True:
-            ranked = replica.ranked(lexemes, conjunctive, as_of, want, phrase_rows)
-            active = self._active_among(scope, ranked, filters)
-            kept = [int(i) for i in ranked if int(i) in active]
-            if len(kept) >= limit or len(ranked) < want:
-                return kept[:limit]
-            want *= 4
+        return self._kept_in_order(
+            scope,
+            lambda n: replica.ranked(lexemes, conjunctive, as_of, n, phrase_rows),
+            limit,
+            filters,
+        )
 
     def _caught_up(self, scope: str) -> tuple[ScopeReplica, int]:
         """The scope's replica holding every committed row, and the newest id it holds."""
-        replica = self._replica(scope)
+        replica = self._replicas.use(scope)
         with replica.lock:  # one catch-up at a time; ranking may run beside another one
             replica.catch_up(lambda after: self._rows_after(scope, after))
             newest = replica.newest
-        self._evict_replicas(keep=scope)
+        self._replicas.evict(scope, self.bm25_max_rows)
         return replica, newest
-
-    def _replica(self, scope: str) -> ScopeReplica:
-        with self._replicas_lock:
-            replica = self._replicas.pop(scope, None) or ScopeReplica()
-            self._replicas[scope] = replica  # the most recently used last
-            return replica
-
-    def _evict_replicas(self, keep: str) -> None:
-        """Drop the least recently searched scopes' replicas while all of them together hold
-        more than ``bm25_max_rows`` rows (the one of ``keep`` stays, whatever its size)."""
-        with self._replicas_lock:
-            held = sum(len(replica.ids) for replica in self._replicas.values())
-            for scope in list(self._replicas):
-                if held <= self.bm25_max_rows:
-                    break
-                if scope != keep:
-                    held -= len(self._replicas.pop(scope).ids)
 
     def _lexemes(self, words: Sequence[str]) -> dict[str, tuple[str, ...]]:
         """PostgreSQL's lexemes of each query word (none for a stop word), cached; the words
@@ -179,13 +161,9 @@ class _LegsMixin(_RecordsMixin):
         in one snapshot."""
         with self._connection() as conn:
             conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
-            rows = conn.execute(
-                """SELECT id, coalesce(event_key, %s) FROM records
-                   WHERE scope = %s AND id > %s ORDER BY id""",
-                (int(UNDATED), scope, after),
-            ).fetchall()
-            if not rows:
-                return np.empty(0, np.int64), np.empty(0, np.int64), {}
+            ids, keys = self._ids_and_keys_after(conn, scope, after)
+            if len(ids) == 0:
+                return ids, keys, {}
             # Each lexeme's ids and frequencies as text parsed by numpy, streamed from a
             # server-side cursor: a list of Python ints per posting, fetched all at once,
             # cost ten times the replica's own arrays at its peak.
@@ -206,8 +184,6 @@ class _LegsMixin(_RecordsMixin):
                         np.fromstring(row_ids, dtype=np.int64, sep=" "),
                         np.fromstring(tf, dtype=np.float64, sep=" "),
                     )
-        ids = np.fromiter((row[0] for row in rows), dtype=np.int64, count=len(rows))
-        keys = np.fromiter((row[1] for row in rows), dtype=np.int64, count=len(rows))
         return ids, keys, postings
 
     def _phrase_rows(
@@ -248,50 +224,6 @@ class _LegsMixin(_RecordsMixin):
             for ids, tf in found
             if ids
         ]
-
-    def _active_among(self, scope: str, ids: np.ndarray, filters: Filters) -> set[int]:
-        """The rows of ``ids`` that are active and meet the filters."""
-        if len(ids) == 0:
-            return set()
-        where, params = filter_condition(filters, "r", "postgres")
-        with self._connection() as conn:
-            rows = conn.execute(
-                f"""SELECT r.id FROM records r
-                    WHERE r.scope = %(scope)s AND r.id = ANY(%(ids)s)
-                      AND r.state = 'active'{where}""",
-                {"scope": scope, "ids": ids.tolist(), **params},
-            ).fetchall()
-        return {row[0] for row in rows}
-
-    def tagged(
-        self,
-        scope: str,
-        labels: Sequence[str],
-        as_of: int | None,
-        limit: int,
-        *,
-        filters: Filters = NO_FILTERS,
-    ) -> list[int]:
-        if not labels or limit <= 0:
-            return []
-        date_condition = " AND r.event_key <= %(as_of)s" if as_of is not None else ""
-        where, params = filter_condition(filters, "r", "postgres")
-        with self._connection() as conn:
-            rows = conn.execute(
-                f"""SELECT r.id FROM record_tags t
-                    JOIN records r ON r.scope = t.scope AND r.id = t.record_id
-                    WHERE t.scope = %(scope)s AND t.label = ANY(%(labels)s::text[])
-                      AND r.state = 'active'{date_condition}{where}
-                    GROUP BY r.id ORDER BY count(*) DESC, r.id DESC LIMIT %(limit)s""",
-                {
-                    "scope": scope,
-                    "labels": [UNSTORABLE.sub("", label) for label in labels],
-                    "as_of": as_of,
-                    "limit": limit,
-                    **params,
-                },
-            ).fetchall()
-        return [row[0] for row in rows]
 
     def nearest(
         self,

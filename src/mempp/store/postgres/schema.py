@@ -20,6 +20,7 @@ from mempp.errors import InvalidInput, StoreError
 from mempp.store.base import UNDATED_DEDUPE_KEY as UNDATED_KEY
 from mempp.store.migrations import Migration, newest, pending
 from mempp.store.postgres.bm25 import ScopeReplica
+from mempp.store.postgres.replicas import ScopeCache, ScopeTags
 
 if TYPE_CHECKING:
     import psycopg
@@ -384,6 +385,13 @@ MIGRATIONS: tuple[Migration, ...] = (
                 FOR EACH STATEMENT EXECUTE FUNCTION mempp_refuse_removal()""",
         ),
     ),
+    Migration(
+        7,
+        "tag postings by record: the tag replica's catch-up and erasure find a row's labels",
+        # The primary key leads with the label, so reading the labels of the rows after an
+        # id (or of erased rows) walked every posting of the scope.
+        ("CREATE INDEX record_tags_by_record ON record_tags (scope, record_id)",),
+    ),
 )
 
 
@@ -498,12 +506,13 @@ class _PostgresBase:
         self._readers_lock = threading.Lock()
         self._closed = False
         self._spare_connections = threading.BoundedSemaphore(POOL_MAX_SIZE // 2)
-        # BM25 replicas, one per scope searched with lexical_rank="bm25", and the lexemes of
-        # query terms (both built on first use). Past bm25_max_rows rows in all, the least
-        # recently searched scopes' replicas are dropped (rebuilt if searched again).
+        # BM25 replicas, one per scope searched with lexical_rank="bm25", tag replicas, one
+        # per scope searched with a tag leg, and the lexemes of query terms (all built on
+        # first use). Past bm25_max_rows (tags_max_rows) rows in all, the least recently
+        # searched scopes' replicas are dropped (rebuilt if searched again).
         self.bm25_max_rows = BM25_MAX_ROWS
-        self._replicas: dict[str, ScopeReplica] = {}
-        self._replicas_lock = threading.Lock()
+        self._replicas = ScopeCache(ScopeReplica)
+        self._tag_replicas = ScopeCache(ScopeTags)
         self._lexeme_cache: dict[str, tuple[str, ...]] = {}
 
     # -- plumbing ---------------------------------------------------------------------

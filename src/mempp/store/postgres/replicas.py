@@ -1,0 +1,138 @@
+"""What the PostgreSQL engine's in-RAM replicas (BM25 postings, tag postings) share.
+
+A replica holds one scope's rows up to the newest id it has read, and is caught up before each
+search from the rows with ids above it: within one scope, ids commit in increasing order,
+because every writer of a scope inserts while holding the scope's lock. States are not held:
+the ids a replica ranks pass through PostgreSQL, which keeps the active ones that meet the
+search's filters, so an archived row never appears however recently it was archived.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Generic, Protocol, TypeVar
+
+import numpy as np
+
+from mempp.tag_index import TagPostings
+
+# An undated row's event key: above every as-of bound, so a bound leaves it out.
+UNDATED = np.iinfo(np.int64).max
+
+
+class Replica(Protocol):
+    def __len__(self) -> int: ...  # rows held
+
+
+R = TypeVar("R", bound=Replica)
+
+
+class ScopeCache(Generic[R]):
+    """One replica per scope, made on first use; past a budget of rows in all, the least
+    recently searched scopes' replicas are dropped (made again if searched again)."""
+
+    def __init__(self, make: Callable[[], R]) -> None:
+        self._make = make
+        self._held: dict[str, R] = {}
+        self._lock = threading.Lock()
+
+    def __iter__(self) -> Iterator[str]:
+        """Scopes held, the least recently used first."""
+        with self._lock:
+            return iter(list(self._held))
+
+    def get(self, scope: str) -> R | None:
+        return self._held.get(scope)
+
+    def use(self, scope: str) -> R:
+        """The scope's replica, made if need be, now the most recently used."""
+        with self._lock:
+            replica = self._held.pop(scope, None) or self._make()
+            self._held[scope] = replica
+            return replica
+
+    def evict(self, keep: str, max_rows: int) -> None:
+        """Drop the least recently used replicas while all together hold more than
+        ``max_rows`` rows (the one of ``keep`` stays, whatever its size)."""
+        with self._lock:
+            held = sum(len(replica) for replica in self._held.values())
+            for scope in list(self._held):
+                if held <= max_rows:
+                    break
+                if scope != keep:
+                    held -= len(self._held.pop(scope))
+
+    def drop(self, scope: str) -> None:
+        with self._lock:
+            self._held.pop(scope, None)
+
+
+# (ids ascending, event keys, {label: ids ascending}) of the rows after a given id.
+TagFetch = Callable[[int], tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]]
+
+_EMPTY = np.empty(0, dtype=np.int64)
+# Tag postings read since the last merge are searched as a tail, merged in once they outnumber an
+# eighth of the merged ones (merging costs a pass over all of them).
+_MIN_TAIL = 8192
+
+
+@dataclass(frozen=True)
+class _Held:
+    """What one ranking reads, replaced as a whole by a catch-up."""
+
+    ids: np.ndarray  # record ids, increasing
+    keys: np.ndarray  # their event keys
+    postings: TagPostings
+    tail: dict[str, np.ndarray]  # per label, ids above postings.max_id
+    tail_size: int
+
+
+class ScopeTags:
+    """One scope's tag postings. ``catch_up`` runs with ``lock`` held; ``ranked`` may run
+    beside it."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self._held = _Held(_EMPTY, _EMPTY, TagPostings.from_lists({}, 0), {}, 0)
+
+    def __len__(self) -> int:
+        return len(self._held.ids)
+
+    @property
+    def newest(self) -> int:
+        ids = self._held.ids
+        return int(ids[-1]) if len(ids) else 0
+
+    def catch_up(self, fetch: TagFetch) -> None:
+        """Append the rows ``fetch`` returns after the newest id held."""
+        ids, keys, labelled = fetch(self.newest)
+        if len(ids) == 0:
+            return
+        held = self._held
+        tail = dict(held.tail)
+        for label, rows in labelled.items():
+            before = tail.get(label)
+            tail[label] = rows if before is None else np.concatenate([before, rows])
+        size = held.tail_size + sum(len(rows) for rows in labelled.values())
+        postings = held.postings
+        newest = int(ids[-1])
+        if size > max(_MIN_TAIL, len(postings) // 8):
+            postings, tail, size = postings.extended(tail, newest), {}, 0
+        self._held = _Held(
+            np.concatenate([held.ids, ids]), np.concatenate([held.keys, keys]), postings, tail, size
+        )
+
+    def ranked(self, labels: Sequence[str], as_of: int | None, limit: int) -> np.ndarray:
+        """Ids of the best ``limit`` rows dated up to ``as_of`` by the tag leg's ranking
+        (labels carried, then newest first), any state."""
+        held = self._held
+
+        def eligible(ids: np.ndarray) -> np.ndarray:
+            if as_of is None:
+                return np.ones(len(ids), dtype=bool)
+            return held.keys[np.searchsorted(held.ids, ids)] <= as_of
+
+        found = held.postings.search(labels, eligible, limit, held.tail)
+        return np.asarray(found, dtype=np.int64)
