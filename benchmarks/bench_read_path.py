@@ -1,26 +1,32 @@
-"""Two read-path choices measured side by side in one process, taking turns question by question.
+"""Read-path choices measured side by side in one process, taking turns question by question.
 
-* Where the vector leg's float32 rows for rescoring come from: the file beside the database
-  (``<file>-vectors.f32``, the default) or SQLite (SQLite engine only).
+* SQLite: where the vector leg's float32 rows for rescoring come from: the file beside the
+  database (``<file>-vectors.f32``, the default) or SQLite.
+* PostgreSQL: the tag leg from the scope's in-RAM replica (the default) or by the SQL join
+  it replaced.
 * When the question is encoded: on a thread of its own beside the legs that need no vector
   (the default), or before the legs.
 
 On SQLite it runs on a copy of a ``bench_scale.py`` store (opening a store runs migrations, so
 point it at a copy, not at the cache); with ``--postgres N`` it bulk-loads N documents of the
-same corpus into a PostgreSQL started by ``pgserver`` (the ``test`` extra) and compares the
-encoding only. Every combination answers the same question before the next question starts,
-in alternating order, so the machine's drift falls on all alike.
+same corpus into a PostgreSQL started by ``pgserver`` (the ``test`` extra), in ``--pg-dir``
+if given, where a later run finds them loaded (a million take about 45 minutes). Every
+combination answers the same question before the next question starts, in alternating
+order, so the machine's drift falls on all alike.
 
     python benchmarks/bench_read_path.py --store COPY.db --queries 60
-    python benchmarks/bench_read_path.py --postgres 100000 --queries 60
+    python benchmarks/bench_read_path.py --postgres 100000 --queries 60 --pg-dir /tmp/pg100k
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -37,16 +43,53 @@ def _before(query_vector, *, beside_other_legs):  # type: ignore[no-untyped-def]
     return _BESIDE(query_vector, beside_other_legs=False)
 
 
-def postgres_url(size: int, corpus: Corpus) -> str:
+# The tag leg's statement before PostgreSQL held tag replicas, for comparison.
+_TAG_SQL = """SELECT r.id FROM record_tags t
+              JOIN records r ON r.scope = t.scope AND r.id = t.record_id
+              WHERE t.scope = %(scope)s AND t.label = ANY(%(labels)s::text[])
+                AND r.state = 'active'{date}
+              GROUP BY r.id ORDER BY count(*) DESC, r.id DESC LIMIT %(limit)s"""
+
+
+def sql_tag_leg(store: Any) -> Callable[..., list[int]]:
+    """``store.tagged`` as it was, without filters (the benchmark sets none)."""
+    from mempp.query import UNSTORABLE
+
+    def tagged(scope: str, labels: Any, as_of: int | None, limit: int, **_: object) -> list[int]:
+        if not labels or limit <= 0:
+            return []
+        date = "" if as_of is None else " AND r.event_key <= %(as_of)s"
+        stored = [UNSTORABLE.sub("", label) for label in labels]
+        with store._connection() as conn:
+            rows = conn.execute(
+                _TAG_SQL.format(date=date),
+                {"scope": scope, "labels": stored, "as_of": as_of, "limit": limit},
+            ).fetchall()
+        return [row[0] for row in rows]
+
+    return tagged
+
+
+def postgres_url(size: int, corpus: Corpus, data_dir: Path | None) -> str:
     import pgserver
     import psycopg
 
     from mempp.encoders.minilm import MiniLMEmbedder
 
-    uri = pgserver.get_server(tempfile.mkdtemp(), cleanup_mode="delete").get_uri()
-    with psycopg.connect(uri, autocommit=True) as conn:
-        conn.execute("CREATE DATABASE bench")
+    if data_dir is None:
+        server = pgserver.get_server(tempfile.mkdtemp(), cleanup_mode="delete")
+    else:
+        data_dir.mkdir(parents=True, exist_ok=True)
+        server = pgserver.get_server(str(data_dir), cleanup_mode=None)
+    uri = server.get_uri()
     url = uri.replace("/postgres?", "/bench?") if "?" in uri else uri.rsplit("/", 1)[0] + "/bench"
+    with psycopg.connect(uri, autocommit=True) as conn:
+        if conn.execute("SELECT 1 FROM pg_database WHERE datname = 'bench'").fetchone():
+            with Memory(url) as memory:
+                if len(memory) != size:
+                    sys.exit(f"{data_dir} holds {len(memory):,} documents, not {size:,}")
+            return url
+        conn.execute("CREATE DATABASE bench")
     encoder = StandInEncoder(MiniLMEmbedder().name)
     started = time.perf_counter()
     with Memory(url, embedder=encoder) as memory, memory.bulk_load():
@@ -62,6 +105,7 @@ def main() -> None:
     where = parser.add_mutually_exclusive_group(required=True)
     where.add_argument("--store", type=Path, help="a copy of a bench_scale.py SQLite store")
     where.add_argument("--postgres", type=int, metavar="N", help="bulk-load N documents")
+    parser.add_argument("--pg-dir", type=Path, help="PostgreSQL's data folder, kept")
     parser.add_argument("--queries", type=int, default=60)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--encoder", default="minilm", help="minilm, minilm-onnx, ...")
@@ -74,34 +118,43 @@ def main() -> None:
         keys = bounds(args.store)
         cases = {k: None if v is None else key_to_datetime(v) for k, v in keys.items()}
     else:
-        location = postgres_url(args.postgres, corpus)
+        location = postgres_url(args.postgres, corpus, args.pg_dir)
         cases = {"none": None}
     with Memory(location, embedder=embedder_named(args.encoder)) as memory:
         memory.warm()
         for question in questions[:10]:
             memory.search(question)
-        index = getattr(memory.store, "_index", None)
+        store = memory.store
+        index = getattr(store, "_index", None)
         quick = None if index is None else index._quick_rows
-        rows = ["file", "sqlite"] if quick is not None else ["-"]
-        combos = [(r, e) for r in rows for e in ("beside", "before")]
+        if args.store is not None:
+            first, choices = "rows", ["file", "sqlite"] if quick is not None else ["-"]
+        else:
+            first, choices = "tags", ["replica", "sql"]
+            replica_leg, sql_leg = store.tagged, sql_tag_leg(store)
+        combos = [(c, e) for c in choices for e in ("beside", "before")]
         times: dict[tuple[tuple[str, str], str], list[float]] = {}
         for turn, question in enumerate(questions[10:]):
             for case, as_of in cases.items():
                 for combo in combos if turn % 2 == 0 else combos[::-1]:
                     if quick is not None:
                         index._quick_rows = quick if combo[0] == "file" else None
+                    if first == "tags":
+                        store.tagged = replica_leg if combo[0] == "replica" else sql_leg
                     retrieval._vector_call = _BESIDE if combo[1] == "beside" else _before
                     started = time.perf_counter()
                     memory.search(question, as_of=as_of)
                     elapsed = 1000 * (time.perf_counter() - started)
                     times.setdefault((combo, case), []).append(elapsed)
         retrieval._vector_call = _BESIDE
+        if first == "tags":
+            del store.tagged  # the class's own again
     print(f"{location}: Memory.search p50 / p95 ms, {args.queries} questions, {args.encoder}")
     for case in cases:
         cells = [
-            f"rows {r}, encoded {e}: "
-            + "{:.1f} / {:.1f}".format(*np.percentile(times[((r, e), case)], [50, 95]))
-            for r, e in combos
+            f"{first} {c}, encoded {e}: "
+            + "{:.1f} / {:.1f}".format(*np.percentile(times[((c, e), case)], [50, 95]))
+            for c, e in combos
         ]
         print(f"  as-of {case:5s} " + "   ".join(cells))
 
