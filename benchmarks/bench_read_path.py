@@ -17,6 +17,8 @@ alike.
 
     python benchmarks/bench_read_path.py --store COPY.db --queries 60
     python benchmarks/bench_read_path.py --postgres 100000 --queries 60 --pg-dir /tmp/pg100k
+
+``--recall Q`` adds, on PostgreSQL, the vector leg's recall against an exact scan.
 """
 
 from __future__ import annotations
@@ -71,6 +73,28 @@ def sql_tag_leg(store: Any) -> Callable[..., list[int]]:
     return tagged
 
 
+def vector_recall(memory: Memory, questions: list[str]) -> str:
+    """PostgreSQL's vector leg (HNSW past ``exact_scan_max_rows`` eligible rows) against
+    its exact scan: recall@50 and @C, the mean over the questions."""
+    store, scope, limit = memory.store, memory.scope, memory.settings.candidates
+    at_50, at_limit = [], []
+    for question in questions:
+        vector = memory.embedder.embed([question])[0]
+        found = store.nearest(scope, vector, None, limit)
+        default = store.exact_scan_max_rows
+        store.exact_scan_max_rows = 1 << 62  # every row: the exact path
+        try:
+            exact = store.nearest(scope, vector, None, limit)
+        finally:
+            store.exact_scan_max_rows = default
+        at_50.append(len(set(found[:50]) & set(exact[:50])) / max(1, len(exact[:50])))
+        at_limit.append(len(set(found) & set(exact)) / max(1, len(exact)))
+    return (
+        f"  vector leg against an exact scan, {len(questions)} questions: recall@50 "
+        f"{np.mean(at_50):.3f} (lowest {min(at_50):.2f}), recall@{limit} {np.mean(at_limit):.3f}"
+    )
+
+
 def postgres_url(size: int, corpus: Corpus, data_dir: Path | None) -> str:
     import pgserver
     import psycopg
@@ -110,10 +134,18 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=60)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--encoder", default="minilm", help="minilm, minilm-onnx, ...")
+    parser.add_argument(
+        "--recall",
+        type=int,
+        default=0,
+        metavar="Q",
+        help="PostgreSQL: the vector leg's "
+        "recall against an exact scan, on Q questions (an exact scan of 1M rows takes seconds)",
+    )
     args = parser.parse_args()
 
     corpus = Corpus(args.seed)
-    questions = corpus.questions(args.queries + 10)
+    questions = corpus.questions(max(args.queries, args.recall) + 10)
     if args.store is not None:
         location = str(args.store)
         keys = bounds(args.store)
@@ -135,7 +167,7 @@ def main() -> None:
             replica_leg, sql_leg = store.tagged, sql_tag_leg(store)
         combos = [(c, e) for c in choices for e in ("beside", "before")]
         times: dict[tuple[tuple[str, str], str], list[float]] = {}
-        for turn, question in enumerate(questions[10:]):
+        for turn, question in enumerate(questions[10 : 10 + args.queries]):
             for case, as_of in cases.items():
                 # Untimed first: no combination pays for bringing the question's rows into
                 # the caches (on PostgreSQL the first search of new words costs most).
@@ -153,6 +185,9 @@ def main() -> None:
         retrieval._vector_call = _BESIDE
         if first == "tags":
             del store.tagged  # the class's own again
+        recall = ""
+        if args.recall and args.postgres is not None:
+            recall = vector_recall(memory, questions[10 : 10 + args.recall])
     print(f"{location}: Memory.search p50 / p95 ms, {args.queries} questions, {args.encoder}")
     for case in cases:
         cells = [
@@ -161,6 +196,8 @@ def main() -> None:
             for c, e in combos
         ]
         print(f"  as-of {case:5s} " + "   ".join(cells))
+    if recall:
+        print(recall)
 
 
 if __name__ == "__main__":

@@ -84,6 +84,10 @@ def test_postings_from_groups_sorts_and_looks_up() -> None:
     assert postings.search(["ops"], lambda ids: ids > 0, 10, tail) == [7, 5]
     with pytest.raises(ValueError, match="offset"):
         TagPostings(["a"], np.zeros(1, dtype=np.int64), np.zeros(0, dtype=np.int64), 0)
+    grown = postings.extended({"ops": np.array([7, 9]), "new": np.array([8])}, max_id=9)
+    assert grown.max_id == 9 and len(grown) == 7 and postings.max_id == 5  # a new object
+    held = [grown.postings(label).tolist() for label in ("ana", "ops", "new")]
+    assert held == [[1, 2, 3], [5, 7, 9], [8]]
 
 
 # -- the store: in-RAM postings against the SQL ------------------------------------------
@@ -368,3 +372,17 @@ def test_postgres_tag_replicas_of_least_recently_searched_scopes_are_dropped(
         assert list(store._tag_replicas) == ["c"]
         assert store.tagged("a", ["ana"], None, 10) == expected["a"]  # read again, same
         assert list(store._tag_replicas) == ["a"]
+
+
+def test_scope_cache_keeps_an_empty_replica() -> None:
+    from mempp.store.postgres.replicas import ScopeCache, ScopeTags
+
+    cache = ScopeCache(ScopeTags)
+    first = cache.use("a")
+    assert len(first) == 0 and cache.use("a") is first  # one replica while it is read
+    second = cache.use("b")
+    assert list(cache) == ["a", "b"]
+    cache.evict("b", max_rows=0)  # empty replicas hold no rows: nothing is over the budget
+    assert list(cache) == ["a", "b"] and cache.get("b") is second
+    cache.drop("a")
+    assert list(cache) == ["b"] and cache.get("a") is None

@@ -52,7 +52,7 @@ class TagPostings:
     @classmethod
     def from_groups(cls, groups: Iterable[tuple[str, str]], max_id: int) -> TagPostings:
         """From ``(label, "id,id,...")`` rows (SQL ``group_concat``), ids ascending per label."""
-        lists = {}
+        lists: dict[str, np.ndarray] = {}
         for label, joined in groups:
             ids = np.array(joined.split(","), dtype=np.int64)
             if len(ids) > 1 and not bool(np.all(ids[1:] > ids[:-1])):
@@ -72,8 +72,8 @@ class TagPostings:
         return cls(labels, offsets, ids, max_id)
 
     def extended(self, tail: Mapping[str, np.ndarray], max_id: int) -> TagPostings:
-        """These postings with ``tail`` (ids above ``max_id`` of this object, per label,
-        ascending) appended, as new postings up to ``max_id``."""
+        """New postings up to ``max_id``: these with ``tail`` appended (per label, ids above
+        this object's ``max_id``, ascending)."""
         labels = dict.fromkeys([*self._slot, *tail])
         lists = {
             label: np.concatenate([self.postings(label), tail.get(label, _EMPTY)])

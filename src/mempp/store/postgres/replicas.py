@@ -49,7 +49,9 @@ class ScopeCache(Generic[R]):
     def use(self, scope: str) -> R:
         """The scope's replica, made if need be, now the most recently used."""
         with self._lock:
-            replica = self._held.pop(scope, None) or self._make()
+            replica = self._held.pop(scope, None)
+            if replica is None:  # not ``or``: an empty replica has length 0
+                replica = self._make()
             self._held[scope] = replica
             return replica
 
