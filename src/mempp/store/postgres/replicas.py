@@ -88,7 +88,6 @@ class _Held:
     keys: np.ndarray  # their event keys
     postings: TagPostings
     tail: dict[str, np.ndarray]  # per label, ids above postings.max_id
-    tail_size: int
 
 
 class ScopeTags:
@@ -97,7 +96,7 @@ class ScopeTags:
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
-        self._held = _Held(_EMPTY, _EMPTY, TagPostings.from_lists({}, 0), {}, 0)
+        self._held = _Held(_EMPTY, _EMPTY, TagPostings.from_lists({}, 0), {})
 
     def __len__(self) -> int:
         return len(self._held.ids)
@@ -117,13 +116,11 @@ class ScopeTags:
         for label, rows in labelled.items():
             before = tail.get(label)
             tail[label] = rows if before is None else np.concatenate([before, rows])
-        size = held.tail_size + sum(len(rows) for rows in labelled.values())
         postings = held.postings
-        newest = int(ids[-1])
-        if size > max(_MIN_TAIL, len(postings) // 8):
-            postings, tail, size = postings.extended(tail, newest), {}, 0
+        if sum(len(rows) for rows in tail.values()) > max(_MIN_TAIL, len(postings) // 8):
+            postings, tail = postings.extended(tail, int(ids[-1])), {}
         self._held = _Held(
-            np.concatenate([held.ids, ids]), np.concatenate([held.keys, keys]), postings, tail, size
+            np.concatenate([held.ids, ids]), np.concatenate([held.keys, keys]), postings, tail
         )
 
     def ranked(self, labels: Sequence[str], as_of: int | None, limit: int) -> np.ndarray:
