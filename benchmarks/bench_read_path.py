@@ -38,6 +38,7 @@ from bench_scale import Corpus, StandInEncoder, bounds
 from mempp import Memory
 from mempp.dates import key_to_datetime
 from mempp.encoders import embedder_named
+from mempp.filters import NO_FILTERS, Filters
 
 _BESIDE = retrieval._vector_call
 
@@ -46,29 +47,13 @@ def _before(query_vector, *, beside_other_legs):  # type: ignore[no-untyped-def]
     return _BESIDE(query_vector, beside_other_legs=False)
 
 
-# The tag leg's statement before PostgreSQL held tag replicas, for comparison.
-_TAG_SQL = """SELECT r.id FROM record_tags t
-              JOIN records r ON r.scope = t.scope AND r.id = t.record_id
-              WHERE t.scope = %(scope)s AND t.label = ANY(%(labels)s::text[])
-                AND r.state = 'active'{date}
-              GROUP BY r.id ORDER BY count(*) DESC, r.id DESC LIMIT %(limit)s"""
-
-
 def sql_tag_leg(store: Any) -> Callable[..., list[int]]:
-    """``store.tagged`` as it was, without filters (the benchmark sets none)."""
-    from mempp.query import UNSTORABLE
+    """``store.tagged`` as it ran before PostgreSQL held tag replicas."""
 
-    def tagged(scope: str, labels: Any, as_of: int | None, limit: int, **_: object) -> list[int]:
-        if not labels or limit <= 0:
-            return []
-        date = "" if as_of is None else " AND r.event_key <= %(as_of)s"
-        stored = [UNSTORABLE.sub("", label) for label in labels]
-        with store._connection() as conn:
-            rows = conn.execute(
-                _TAG_SQL.format(date=date),
-                {"scope": scope, "labels": stored, "as_of": as_of, "limit": limit},
-            ).fetchall()
-        return [row[0] for row in rows]
+    def tagged(
+        scope: str, labels: Any, as_of: int | None, limit: int, *, filters: Filters = NO_FILTERS
+    ) -> list[int]:
+        return store._tagged_sql(scope, labels, as_of, limit, filters)
 
     return tagged
 

@@ -130,17 +130,14 @@ def random_filters(rng: random.Random) -> Filters:
 def assert_same_as_sql(
     store: SQLiteStore | PostgresStore, rng: random.Random, rounds: int = 60
 ) -> None:
-    """The store's tag leg against the SQL ranking: SQLite's own, PostgreSQL's former one."""
+    """The store's tag leg against its ranking in SQL (PostgreSQL's: the former leg)."""
     for _ in range(rounds):
         labels = rng.sample([a.lower() for a in AUTHORS] + TAGS + ["nothing"], rng.randint(1, 4))
         as_of = rng.choice([None, None, *(store_key(f"2024-{m:02d}-15") for m in (1, 6, 11))])
         limit = rng.choice([1, 3, 10, 50, 1000])
         filters = random_filters(rng)
         for scope in ("default", "other"):
-            if isinstance(store, SQLiteStore):
-                want = store._tagged_sql(scope, labels, as_of, limit, filters)
-            else:
-                want = pg_tagged_sql(store, scope, labels, as_of, limit, filters)
+            want = store._tagged_sql(scope, labels, as_of, limit, filters)
             assert store.tagged(scope, labels, as_of, limit, filters=filters) == want
 
 
@@ -269,33 +266,6 @@ def test_eligible_by_id_equals_eligible(gaps: bool) -> None:
 
 
 # -- PostgreSQL: the scope's tag replica against the SQL it replaced -------------------------
-_PG_SQL = """SELECT r.id FROM record_tags t
-             JOIN records r ON r.scope = t.scope AND r.id = t.record_id
-             WHERE t.scope = %(scope)s AND t.label = ANY(%(labels)s::text[])
-               AND r.state = 'active'{date}{where}
-             GROUP BY r.id ORDER BY count(*) DESC, r.id DESC LIMIT %(limit)s"""
-
-
-def pg_tagged_sql(
-    store: PostgresStore,
-    scope: str,
-    labels: list[str],
-    as_of: int | None,
-    limit: int,
-    filters: Filters,
-) -> list[int]:
-    from mempp.store.filter_sql import filter_condition
-
-    where, params = filter_condition(filters, "r", "postgres")
-    date = " AND r.event_key <= %(as_of)s" if as_of is not None else ""
-    with store._connection() as conn:
-        rows = conn.execute(
-            _PG_SQL.format(date=date, where=where),
-            {"scope": scope, "labels": labels, "as_of": as_of, "limit": limit, **params},
-        ).fetchall()
-    return [row[0] for row in rows]
-
-
 def test_postgres_replica_equals_sql(
     pg_url: str, rng: random.Random, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -16,6 +16,7 @@ import numpy as np
 
 from mempp.filters import NO_FILTERS, Filters
 from mempp.query import UNSTORABLE
+from mempp.store.filter_sql import filter_condition
 from mempp.store.postgres.replica_reads import _ReplicasMixin
 from mempp.store.postgres.replicas import ScopeCache, ScopeTags
 
@@ -46,6 +47,36 @@ class _TagLegMixin(_ReplicasMixin):
         return self._kept_in_order(
             scope, lambda n: replica.ranked(stored, as_of, n), limit, filters
         )
+
+    def _tagged_sql(
+        self,
+        scope: str,
+        labels: Sequence[str],
+        as_of: int | None,
+        limit: int,
+        filters: Filters,
+    ) -> list[int]:
+        """The same ranking in SQL, as the leg ran before its replica: the reference the
+        replica is tested against (``tests/test_tag_index.py``) and measured against
+        (``benchmarks/bench_read_path.py``), like SQLite's ``_tagged_sql``."""
+        date_condition = " AND r.event_key <= %(as_of)s" if as_of is not None else ""
+        where, params = filter_condition(filters, "r", "postgres")
+        with self._connection() as conn:
+            rows = conn.execute(
+                f"""SELECT r.id FROM record_tags t
+                    JOIN records r ON r.scope = t.scope AND r.id = t.record_id
+                    WHERE t.scope = %(scope)s AND t.label = ANY(%(labels)s::text[])
+                      AND r.state = 'active'{date_condition}{where}
+                    GROUP BY r.id ORDER BY count(*) DESC, r.id DESC LIMIT %(limit)s""",
+                {
+                    "scope": scope,
+                    "labels": [UNSTORABLE.sub("", label) for label in labels],
+                    "as_of": as_of,
+                    "limit": limit,
+                    **params,
+                },
+            ).fetchall()
+        return [row[0] for row in rows]
 
     def _tags_caught_up(self, scope: str) -> ScopeTags:
         replica = self._tag_replicas.use(scope)
