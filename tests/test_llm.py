@@ -444,8 +444,10 @@ def test_the_deadline_caps_retries_and_says_so(server):
     client = make_client(
         server,
         max_retries=9,
-        backoff_base=8.0,
-        backoff_max=8.0,
+        # Waits of 5-10 s (half fixed, half jitter): each at least NOTICE_AFTER, so each is
+        # announced. With 8 s, a wait could fall in 4-5 s and go unannounced (a flaky run).
+        backoff_base=10.0,
+        backoff_max=10.0,
         deadline=20.0,
         sleep=clock.sleep,
         clock=clock,
