@@ -2,8 +2,10 @@
 
 * SQLite: where the vector leg's float32 rows for rescoring come from: the file beside the
   database (``<file>-vectors.f32``, the default) or SQLite.
-* PostgreSQL: the tag leg from the scope's in-RAM replica (the default) or by the SQL join
-  it replaced.
+* PostgreSQL (``--pg-choice``): the vector leg from the scope's in-RAM replica (the default)
+  or by pgvector's HNSW walk it replaced; two-word phrases from the BM25 replica's positions
+  (the default) or by ``phraseto_tsquery`` in SQL; the tag leg from its replica (the
+  default) or by the SQL join it replaced.
 * When the question is encoded: on a thread of its own beside the legs that need no vector
   (the default), or before the legs.
 
@@ -18,7 +20,8 @@ alike.
     python benchmarks/bench_read_path.py --store COPY.db --queries 60
     python benchmarks/bench_read_path.py --postgres 100000 --queries 60 --pg-dir /tmp/pg100k
 
-``--recall Q`` adds, on PostgreSQL, the vector leg's recall against an exact scan.
+``--recall Q`` adds, on PostgreSQL, the vector leg's recall against an exact scan in SQL,
+from the replica and by the HNSW walk.
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ from typing import Any
 import numpy as np
 
 import mempp.retrieval as retrieval
-from bench_scale import Corpus, StandInEncoder, bounds
+from bench_scale import Corpus, StandInEncoder, bounds, rss_gib
 from mempp import Memory
 from mempp.dates import key_to_datetime
 from mempp.encoders import embedder_named
@@ -58,26 +61,38 @@ def sql_tag_leg(store: Any) -> Callable[..., list[int]]:
     return tagged
 
 
-def vector_recall(memory: Memory, questions: list[str]) -> str:
-    """PostgreSQL's vector leg (HNSW past ``exact_scan_max_rows`` eligible rows) against
-    its exact scan: recall@50 and @C, the mean over the questions."""
+def vector_recall(memory: Memory, questions: list[str]) -> list[str]:
+    """PostgreSQL's vector leg from its replica and by HNSW (past ``exact_scan_max_rows``
+    eligible rows) against the exact scan in SQL: recall@50 and @C, the mean over the
+    questions, and how many lists came out identical."""
     store, scope, limit = memory.store, memory.scope, memory.settings.candidates
-    at_50, at_limit = [], []
-    for question in questions:
-        vector = memory.embedder.embed([question])[0]
-        found = store.nearest(scope, vector, None, limit)
-        default = store.exact_scan_max_rows
-        store.exact_scan_max_rows = 1 << 62  # every row: the exact path
-        try:
-            exact = store.nearest(scope, vector, None, limit)
-        finally:
-            store.exact_scan_max_rows = default
-        at_50.append(len(set(found[:50]) & set(exact[:50])) / max(1, len(exact[:50])))
-        at_limit.append(len(set(found) & set(exact)) / max(1, len(exact)))
-    return (
-        f"  vector leg against an exact scan, {len(questions)} questions: recall@50 "
-        f"{np.mean(at_50):.3f} (lowest {min(at_50):.2f}), recall@{limit} {np.mean(at_limit):.3f}"
-    )
+    found: dict[str, list[list[int]]] = {"replica": [], "HNSW": [], "exact": []}
+    settings = {
+        "replica": (True, store.exact_scan_max_rows),
+        "HNSW": (False, store.exact_scan_max_rows),
+        "exact": (False, 1 << 62),  # every row: the exact scan
+    }
+    saved = store.vector_replica, store.exact_scan_max_rows
+    try:
+        for question in questions:
+            vector = memory.embedder.embed([question])[0]
+            for leg, (replica, cap) in settings.items():
+                store.vector_replica, store.exact_scan_max_rows = replica, cap
+                found[leg].append(store.nearest(scope, vector, None, limit))
+    finally:
+        store.vector_replica, store.exact_scan_max_rows = saved
+    lines = []
+    for leg in ("replica", "HNSW"):
+        pairs = list(zip(found[leg], found["exact"], strict=True))
+        at_50 = [len(set(f[:50]) & set(e[:50])) / max(1, len(e[:50])) for f, e in pairs]
+        at_limit = [len(set(f) & set(e)) / max(1, len(e)) for f, e in pairs]
+        same = sum(f == e for f, e in pairs)
+        lines.append(
+            f"  vector leg by {leg} against the exact scan, {len(questions)} questions: "
+            f"recall@50 {np.mean(at_50):.3f} (lowest {min(at_50):.2f}), "
+            f"recall@{limit} {np.mean(at_limit):.3f}, identical lists {same}"
+        )
+    return lines
 
 
 def postgres_url(size: int, corpus: Corpus, data_dir: Path | None) -> str:
@@ -116,6 +131,12 @@ def main() -> None:
     where.add_argument("--store", type=Path, help="a copy of a bench_scale.py SQLite store")
     where.add_argument("--postgres", type=int, metavar="N", help="bulk-load N documents")
     parser.add_argument("--pg-dir", type=Path, help="PostgreSQL's data folder, kept")
+    parser.add_argument(
+        "--pg-choice",
+        choices=["vectors", "phrases", "tags"],
+        default="vectors",
+        help="PostgreSQL: the leg whose replica is measured against the SQL it replaced",
+    )
     parser.add_argument("--queries", type=int, default=60)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--encoder", default="minilm", help="minilm, minilm-onnx, ...")
@@ -139,7 +160,13 @@ def main() -> None:
         location = postgres_url(args.postgres, corpus, args.pg_dir)
         cases = {"none": None}
     with Memory(location, embedder=embedder_named(args.encoder)) as memory:
+        started = time.perf_counter()
         memory.warm()
+        rss, peak = rss_gib()
+        print(
+            f"warm() {time.perf_counter() - started:.1f} s; RSS {rss:.2f} GiB (peak {peak:.2f})",
+            flush=True,
+        )
         for question in questions[:10]:
             memory.search(question)
         store = memory.store
@@ -147,22 +174,43 @@ def main() -> None:
         quick = None if index is None else index._quick_rows
         if args.store is not None:
             first, choices = "rows", ["file", "sqlite"] if quick is not None else ["-"]
-        else:
+        elif args.pg_choice == "tags":
             first, choices = "tags", ["replica", "sql"]
             replica_leg, sql_leg = store.tagged, sql_tag_leg(store)
+        elif args.pg_choice == "phrases":
+            first, choices = "phrases", ["replica", "sql"]
+            replica_phrases = store._phrase_rows
+
+            def sql_phrases(scope: str, replica: Any, phrases: Any) -> Any:
+                return store._phrase_rows_sql(scope, phrases, replica.newest)
+
+        else:
+            first, choices = "vectors", ["replica", "hnsw"]
         combos = [(c, e) for c in choices for e in ("beside", "before")]
         times: dict[tuple[tuple[str, str], str], list[float]] = {}
         for turn, question in enumerate(questions[10 : 10 + args.queries]):
             for case, as_of in cases.items():
-                # Untimed first: no combination pays for bringing the question's rows into
-                # the caches (on PostgreSQL the first search of new words costs most).
-                memory.search(question, as_of=as_of)
-                for combo in combos if turn % 2 == 0 else combos[::-1]:
+
+                def choose(combo: tuple[str, str]) -> None:
                     if quick is not None:
                         index._quick_rows = quick if combo[0] == "file" else None
                     if first == "tags":
                         store.tagged = replica_leg if combo[0] == "replica" else sql_leg
+                    if first == "vectors":
+                        store.vector_replica = combo[0] == "replica"
+                    if first == "phrases":
+                        chosen = replica_phrases if combo[0] == "replica" else sql_phrases
+                        store._phrase_rows = chosen
                     retrieval._vector_call = _BESIDE if combo[1] == "beside" else _before
+
+                # Untimed first, once by each choice: no combination pays for bringing the
+                # question's rows (or an HNSW walk's pages) into the caches; on PostgreSQL
+                # the first search of new words costs most.
+                for choice in choices:
+                    choose((choice, "beside"))
+                    memory.search(question, as_of=as_of)
+                for combo in combos if turn % 2 == 0 else combos[::-1]:
+                    choose(combo)
                     started = time.perf_counter()
                     memory.search(question, as_of=as_of)
                     elapsed = 1000 * (time.perf_counter() - started)
@@ -170,7 +218,11 @@ def main() -> None:
         retrieval._vector_call = _BESIDE
         if first == "tags":
             del store.tagged  # the class's own again
-        recall = ""
+        if first == "vectors":
+            store.vector_replica = True
+        if first == "phrases":
+            del store._phrase_rows
+        recall = []
         if args.recall and args.postgres is not None:
             recall = vector_recall(memory, questions[10 : 10 + args.recall])
     print(f"{location}: Memory.search p50 / p95 ms, {args.queries} questions, {args.encoder}")
@@ -181,8 +233,8 @@ def main() -> None:
             for c, e in combos
         ]
         print(f"  as-of {case:5s} " + "   ".join(cells))
-    if recall:
-        print(recall)
+    for line in recall:
+        print(line)
 
 
 if __name__ == "__main__":

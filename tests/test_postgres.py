@@ -163,7 +163,7 @@ def _exact(
     return [int(ids[i]) for i in order if eligible[i]][:limit]
 
 
-@pytest.mark.parametrize("path", ["hnsw", "mixed"])
+@pytest.mark.parametrize("path", ["replica", "hnsw", "mixed"])
 def test_vector_leg_with_filters_equals_exact_search(pg_url: str, path: str) -> None:
     dim, count = 384, 3000
     vectors, dates, keys = _random_corpus(count, dim, seed=5)
@@ -189,7 +189,9 @@ def test_vector_leg_with_filters_equals_exact_search(pg_url: str, path: str) -> 
             conn.execute("ANALYZE records")
         active = np.ones(count, dtype=bool)
         active[::7] = False
-        # "hnsw": every query walks the index; "mixed": selective dates scan exactly.
+        # "replica": from the vector replica in RAM (the default); "hnsw": every query walks
+        # the index; "mixed": selective dates scan exactly, the others walk the index.
+        store.vector_replica = path == "replica"
         store.exact_scan_max_rows = 0 if path == "hnsw" else 1000
         # Uniform random 384-d vectors have no neighbourhood structure, the worst case for
         # HNSW: at the default search width (100) about 1 query in 3 misses a row of its

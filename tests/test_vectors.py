@@ -155,6 +155,26 @@ def test_exact_for_rows_of_any_length_restored_or_not(
         assert restored.search(query, "s", 0, 15) == expected
 
 
+@pytest.mark.parametrize("store_rows", [False, True])
+def test_equal_rows_tie_and_the_newer_wins(store_rows: bool) -> None:
+    # The same text under several authors is several rows with one vector. Scored together
+    # by one matrix product, equal rows came out a rounding apart by their places in BLAS's
+    # blocks, and an older one could win.
+    rng = np.random.default_rng(11)
+    for copies in range(2, 12):
+        rows = _unit(rng.standard_normal((80, 384)))
+        equal = sorted(rng.choice(80, copies, replace=False).tolist())
+        rows[equal] = rows[equal[0]]
+        ids = np.arange(1, 81, dtype=np.int64)
+        exact = (lambda wanted, rows=rows: rows[wanted - 1]) if store_rows else None
+        index = ExactVectorIndex(384, exact_rows=exact)
+        index.append(ids, rows, ["s"] * 80, [None] * 80, [True] * 80)
+        expected = [int(ids[i]) for i in equal[::-1]]
+        for scale in (1.0, 0.37, 3.0):
+            query = (rows[equal[0]] * np.float32(scale)).astype(np.float32)
+            assert index.search(query, "s", None, copies) == expected, (copies, scale)
+
+
 def test_the_scan_scores_rows_by_exact_integer_dot_products() -> None:
     rng = np.random.default_rng(3)
     rows = rng.integers(-127, 128, size=(5000, 384), dtype=np.int8)

@@ -32,8 +32,6 @@ from dataclasses import dataclass
 import numpy as np
 import simsimd
 
-from mempp.blas import one_blas_thread
-
 UNDATED = np.iinfo(np.int64).max  # never <= any as-of bound
 
 # float32 rows for the given ids, in that order (the store's copy); see ExactVectorIndex.
@@ -421,8 +419,7 @@ class ExactVectorIndex:
             candidates = np.flatnonzero(approx >= cut)
         else:
             candidates = np.flatnonzero(approx > -np.inf)
-        with one_blas_thread():
-            exact = self._exact_scores(scan, positions(candidates), query)
+        exact = self._exact_scores(scan, positions(candidates), query)
         if wanted < eligible:
             # With v = scale * (c + e) and q = step * (d + f), |e_i|, |f_i| <= 1/2, a row's
             # score v.q differs from its approximation scale * step * c.d by
@@ -437,8 +434,7 @@ class ExactVectorIndex:
                 reach = approx[near] + np.float32(fixed)
                 reach += scan.scales[positions(near)] * np.float32(per_scale)
                 extra = near[reach >= kth]
-                with one_blas_thread():
-                    more = self._exact_scores(scan, positions(extra), query)
+                more = self._exact_scores(scan, positions(extra), query)
                 candidates = np.concatenate([candidates, extra])
                 exact = np.concatenate([exact, more])
         ids = self._ids[scan.order[positions(candidates)]]
@@ -514,7 +510,7 @@ class ExactVectorIndex:
 
     def _exact_scores(self, scan: _Scan, positions: np.ndarray, query: np.ndarray) -> np.ndarray:
         if len(positions) == 0:
-            return np.empty(0, dtype=np.float32)
+            return np.empty(0, dtype=np.float64)
         arrival = scan.order[positions]
         if self._exact_rows is None:
             rows = self._exact[arrival]
@@ -535,7 +531,10 @@ class ExactVectorIndex:
             )
             if wrong.any():
                 rows[wrong] = self._exact_rows(ids[wrong])
-        return rows @ query
+        # Row by row with one kernel, not ``rows @ query``: BLAS blocks the rows, and equal
+        # rows in different places of a block came out a rounding apart, so the older of
+        # two equal rows could win their tie.
+        return np.asarray(simsimd.cdist(query[None, :], rows, "dot")).reshape(-1)
 
     def _reorder(self) -> None:
         """Sort every row into the date-ordered part (caller holds the lock)."""

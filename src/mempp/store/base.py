@@ -138,8 +138,8 @@ class Store(Protocol):
         *,
         filters: Filters = NO_FILTERS,
     ) -> list[int]:
-        """Vector leg: cosine ranking of in-scope rows (best first). Exact in SQLite; in
-        PostgreSQL exact up to 10,000 eligible rows, an HNSW walk above."""
+        """Vector leg: cosine ranking of in-scope rows (best first), exact. (PostgreSQL with
+        ``vector_replica`` off walks HNSW past 10,000 eligible rows: approximate.)"""
         ...
 
     def dated_within(

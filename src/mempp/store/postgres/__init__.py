@@ -21,11 +21,13 @@ Same contract as the SQLite engine (``mempp.store.base.Store``), enforced by the
   HNSW cosine index on the expression ``embedding::vector(dim)`` (pgvector's documented
   pattern for untyped columns). Typing the column itself later is impossible without
   dropping the append-only trigger that names it (PostgreSQL refuses ``ALTER COLUMN TYPE``
-  on a column used in a trigger definition), and would rewrite the table. The vector leg
-  scans exactly when at most ``exact_scan_max_rows`` rows are eligible (cheap, and exact by
-  construction) and otherwise walks the HNSW index with pgvector's iterative scan in
-  ``strict_order``, the scope (tenant, active, ``event_key <= as_of``) applied as the filter
-  of that scan, so every ``limit`` slot still goes to an eligible row.
+  on a column used in a trigger definition), and would rewrite the table. The vector leg is
+  exact: it ranks from a per-scope int8 replica in RAM, rescored with the float32 rows
+  (``nearest``); a search whose filters keep at most ``exact_scan_max_rows`` rows scans them
+  in SQL. With ``vector_replica`` off it walks the HNSW index past that many eligible rows,
+  with pgvector's iterative scan in ``strict_order`` and the scope (tenant, active,
+  ``event_key <= as_of``) as the filter of that scan, so every ``limit`` slot still goes to
+  an eligible row.
 * Dedupe: a partial UNIQUE index on ``(scope, coalesce(author, ''), text_hash)`` over active
   rows is the guarantee; a per-scope transaction advisory lock serialises writers of one
   scope (as SQLite's ``BEGIN IMMEDIATE`` does), which keeps ids in commit order per scope,
@@ -47,12 +49,12 @@ Same contract as the SQLite engine (``mempp.store.base.Store``), enforced by the
 without the ``postgres`` extra and says how to install it when a URL asks for this engine.
 
 The engine is a package by concern: ``schema`` (pool, migrations), ``records`` (writes and
-plain reads), ``legs`` (retrieval), ``tags`` (the tag leg), ``bm25`` and ``replicas``
-(the in-RAM BM25 and tag replicas), ``replica_reads`` (reading rows for them), ``changelog``
-(consolidation runs and undo), ``erasure`` (redaction), ``timeline`` (history and changes),
-``graph`` (triples), ``bulk`` (COPY batches, the HNSW index deferred by ``bulk_load``),
-``verify`` (integrity) and ``keys`` (the server's API keys), combined
-here as ``PostgresStore``.
+plain reads), ``legs`` (retrieval), ``tags`` (the tag leg), ``nearest`` (the vector leg),
+``bm25`` and ``replicas`` (the in-RAM BM25, tag and vector replicas), ``replica_reads``
+(reading rows for them), ``changelog`` (consolidation runs and undo), ``erasure``
+(redaction), ``timeline`` (history and changes), ``graph`` (triples), ``bulk`` (COPY
+batches, the HNSW index deferred by ``bulk_load``), ``verify`` (integrity) and ``keys`` (the
+server's API keys), combined here as ``PostgresStore``.
 """
 
 from __future__ import annotations
@@ -61,7 +63,8 @@ from mempp.store.postgres.bulk import BULK_MIN_ROWS, HNSW_BUILD_MEMORY_MAX_MB, _
 from mempp.store.postgres.erasure import _ErasureMixin
 from mempp.store.postgres.graph import _GraphMixin
 from mempp.store.postgres.keys import _KeysMixin
-from mempp.store.postgres.legs import EF_SEARCH_CEILING, _LegsMixin
+from mempp.store.postgres.legs import _LegsMixin
+from mempp.store.postgres.nearest import EF_SEARCH_CEILING, VECTORS_MAX_ROWS
 from mempp.store.postgres.schema import (
     BM25_MAX_ROWS,
     CONNECT_TIMEOUT_S,
@@ -91,6 +94,7 @@ __all__ = [
     "MIGRATIONS",
     "POOL_MAX_SIZE",
     "POOL_MIN_SIZE",
+    "VECTORS_MAX_ROWS",
     "PostgresStore",
     "mask_url",
     "prepare_threshold_from_env",
@@ -110,9 +114,11 @@ class PostgresStore(
 
     ``url`` is a libpq URL (``postgresql://user:password@host:port/db?...``). The schema is
     created on first open. Tuning knobs are instance attributes so tests and benchmarks can
-    move them: ``exact_scan_max_rows`` (eligible rows up to which the vector leg scans
-    exactly), ``hnsw_ef_search`` (the HNSW candidate list; raised to ``limit`` + a tie
+    move them: ``vector_replica`` (the vector leg from the in-RAM replica; off, by HNSW),
+    ``exact_scan_max_rows`` (rows a search's filters keep up to which the vector leg scans
+    them in SQL), ``hnsw_ef_search`` (the HNSW candidate list; raised to ``limit`` + a tie
     margin when a query asks for more), ``hnsw_build_memory_mb`` (``maintenance_work_mem``
-    of an HNSW build; None sizes it from the row count), ``bm25_max_rows`` and
-    ``tags_max_rows`` (rows the in-RAM replicas hold, all scopes together).
+    of an HNSW build; None sizes it from the row count), ``bm25_max_rows``,
+    ``tags_max_rows`` and ``vectors_max_rows`` (rows the in-RAM replicas hold, all scopes
+    together).
     """

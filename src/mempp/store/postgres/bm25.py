@@ -12,6 +12,12 @@ rows of every state and date, as FTS5 counts over its whole table).
 PostgreSQL keeps at most 255 positions of a lexeme per row, so on long rows with a very
 frequent word its frequency (and the row's length) is counted lower than FTS5 counts it.
 
+Two-word phrases are matched from the positions held beside the postings (``Positions``):
+GIN keeps none, so in SQL every row holding both words was read from the heap to check that
+they stand side by side (p95 183 ms, p99 876 ms at 1M rows, docs/scaling.md). The positions
+are PostgreSQL's own, so the rows found, and how often, are the ones ``phraseto_tsquery``
+finds (``_phrase_rows_sql``, the reference the tests compare with).
+
 Freshness and states: before each search, the rows with ids above the newest one held are
 read; PostgreSQL keeps the active rows of the ranking (``mempp.store.postgres.replicas``).
 """
@@ -25,8 +31,42 @@ import numpy as np
 
 from mempp.bm25 import Bm25Index
 
-# (ids, event keys, {lexeme: (ids, term frequencies)}) of the rows after a given id.
-Fetch = Callable[[int], tuple[np.ndarray, np.ndarray, dict[str, tuple[np.ndarray, np.ndarray]]]]
+# (ids, event keys, {lexeme: (ids, term frequencies, positions)}) of the rows after a given
+# id; a lexeme's positions are those of its rows in turn, each row's ascending.
+Postings = dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]
+Fetch = Callable[[int], tuple[np.ndarray, np.ndarray, Postings]]
+# A row's positions in its tsvector run from 1 to 16,383; a key adds the row's place in the
+# phrase's rows times this.
+_POSITION_SPAN = 1 << 15
+_EMPTY_IDS = np.empty(0, dtype=np.int64)
+
+
+class Positions:
+    """Each lexeme's positions (int16), in the order of its BM25 postings: rows ascending,
+    each row's positions ascending. A catch-up appends a chunk per lexeme; a lexeme's chunks
+    are joined when it is next read."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._chunks: dict[str, list[np.ndarray]] = {}
+        self.nbytes = 0
+
+    def add(self, positions: dict[str, np.ndarray]) -> None:
+        with self._lock:
+            for lexeme, chunk in positions.items():
+                self._chunks.setdefault(lexeme, []).append(chunk)
+                self.nbytes += chunk.nbytes
+
+    def of(self, lexeme: str, count: int) -> np.ndarray:
+        """The lexeme's first ``count`` positions (those of the postings read before: a
+        catch-up adds positions before the postings they belong to)."""
+        with self._lock:
+            chunks = self._chunks.get(lexeme)
+            if not chunks:
+                return np.empty(0, dtype=np.int16)
+            if len(chunks) > 1:
+                chunks[:] = [np.concatenate(chunks)]
+            return chunks[0][:count]
 
 
 class ScopeReplica:
@@ -37,6 +77,7 @@ class ScopeReplica:
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.index = Bm25Index()
+        self.positions = Positions()
         self.ids = np.empty(0, dtype=np.int64)  # local row number -> record id, increasing
         self.keys = np.empty(0, dtype=np.int64)  # local row number -> event key
 
@@ -58,9 +99,40 @@ class ScopeReplica:
         self.keys = np.concatenate([self.keys, keys])
         local = {
             lexeme: (start + np.searchsorted(ids, rows), tf)
-            for lexeme, (rows, tf) in postings.items()
+            for lexeme, (rows, tf, _) in postings.items()
         }
+        # Positions before postings: a phrase reads a lexeme's postings, then as many of its
+        # positions as those postings hold.
+        self.positions.add({lexeme: held for lexeme, (_, _, held) in postings.items()})
         self.index.add_postings(local, len(ids), len(self.ids) - 1)
+
+    def phrase_rows(self, pairs: Sequence[tuple[str, str]]) -> list[tuple[np.ndarray, np.ndarray]]:
+        """Per (first lexeme, second lexeme): the record ids of the rows where the second
+        stands right after the first, and how often it does (pairs found nowhere left out)."""
+        found = []
+        for first, second in pairs:
+            ids, occurrences = self._phrase(first, second)
+            if len(ids):
+                found.append((ids, occurrences))
+        return found
+
+    def _phrase(self, first: str, second: str) -> tuple[np.ndarray, np.ndarray]:
+        rows_a, tf_a = self.index.postings(first)
+        rows_b, tf_b = self.index.postings(second)
+        common, at_a, at_b = np.intersect1d(rows_a, rows_b, assume_unique=True, return_indices=True)
+        if len(common) == 0:
+            return _EMPTY_IDS, np.empty(0, dtype=np.float64)
+        counts_a, counts_b = tf_a.astype(np.int64), tf_b.astype(np.int64)
+        group_a, keys_a = _keys(at_a, counts_a, self.positions.of(first, int(counts_a.sum())))
+        _, keys_b = _keys(at_b, counts_b, self.positions.of(second, int(counts_b.sum())))
+        # Both key arrays ascend (rows, then positions): a position of the first word followed
+        # by one of the second is a key of ``keys_a`` plus one found in ``keys_b``.
+        wanted = keys_a + 1
+        place = np.minimum(np.searchsorted(keys_b, wanted), len(keys_b) - 1)
+        adjacent = keys_b[place] == wanted
+        occurrences = np.bincount(group_a[adjacent], minlength=len(common))
+        matched = occurrences > 0
+        return self.ids[common[matched]], occurrences[matched].astype(np.float64)
 
     def ranked(
         self,
@@ -94,3 +166,19 @@ class ScopeReplica:
             lexemes, conjunctive, eligible, limit, None if extra is None else lambda: extra
         )
         return self.ids[np.asarray(rows, dtype=np.int64)]  # read after the ranking, likewise
+
+
+def _keys(
+    picked: np.ndarray, counts: np.ndarray, positions: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """For the postings ``picked`` (places in a lexeme's postings, ascending) with the
+    lexeme's ``counts`` of positions per posting: each of their positions' group (the place
+    in ``picked``) and key ``group * _POSITION_SPAN + position``."""
+    starts = np.zeros(len(counts) + 1, dtype=np.int64)
+    np.cumsum(counts, out=starts[1:])
+    sizes = counts[picked]
+    group = np.repeat(np.arange(len(picked), dtype=np.int64), sizes)
+    # Position k of a picked posting is at its start plus k.
+    offsets = np.arange(len(group), dtype=np.int64) - np.repeat(np.cumsum(sizes) - sizes, sizes)
+    held = positions[np.repeat(starts[picked], sizes) + offsets]
+    return group, group * _POSITION_SPAN + held

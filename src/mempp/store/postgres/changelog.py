@@ -24,7 +24,7 @@ from mempp.store.base import (
     inverse_change,
     undo_counts,
 )
-from mempp.store.postgres.records import _INSERT, _RecordsMixin, _row_params
+from mempp.store.postgres.records import _INSERT, _as_float32, _RecordsMixin, _row_params
 
 if TYPE_CHECKING:
     import psycopg
@@ -81,13 +81,6 @@ def _row_to_change(row: Sequence[Any]) -> ChangeRecord:
     return ChangeRecord(
         row[0], row[1], row[2], StateChange(row[3], row[4], row[5], row[6], row[7]), row[8]
     )
-
-
-def _as_float32(value: Any) -> np.ndarray:
-    """A loaded ``vector`` as float32: pgvector's loader gives a ``Vector`` (0.3+) or a numpy
-    array (older releases), depending on the installed pgvector-python."""
-    to_numpy = getattr(value, "to_numpy", None)
-    return np.asarray(to_numpy() if to_numpy is not None else value, dtype=np.float32)
 
 
 def _json(value: Mapping[str, Any]) -> str:

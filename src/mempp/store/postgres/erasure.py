@@ -86,9 +86,11 @@ class _ErasureMixin(_ChangeLogMixin):
                    WHERE scope = %(scope)s AND record_id = ANY(%(ids)s)""",
                 params,
             )
-        # The scope's replicas in this process still hold the erased words and labels.
+        # The scope's replicas in this process still hold the erased words, labels and
+        # vectors.
         self._replicas.drop(scope)
         self._tag_replicas.drop(scope)
+        self._vector_replicas.drop(scope)
         return run_id, erased
 
     @staticmethod

@@ -1,45 +1,38 @@
 """The PostgreSQL engine's retrieval legs: lexical (BM25 from the in-RAM replica of
-``mempp.store.postgres.bm25``, or ``ts_rank_cd``), nearest (exact scan or HNSW), dated spans,
-thread followers, recency keys and the latest unmatched rows; the tag leg is in ``tags``."""
+``mempp.store.postgres.bm25``, or ``ts_rank_cd``), dated spans, thread followers, recency keys
+and the latest unmatched rows; the tag leg is in ``tags``, the vector leg in ``nearest``."""
 
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
-from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from mempp.errors import EncoderMismatch
 from mempp.filters import NO_FILTERS, Filters
 from mempp.query import LexicalQuery, storable_query
 from mempp.store.base import followers_in_order
 from mempp.store.filter_sql import filter_condition
-from mempp.store.postgres.bm25 import ScopeReplica
-from mempp.store.postgres.schema import HNSW_MAX_DIM
+from mempp.store.postgres.bm25 import Postings, ScopeReplica
+from mempp.store.postgres.nearest import _NearestMixin
 from mempp.store.postgres.tags import _TagLegMixin
 
-if TYPE_CHECKING:
-    import psycopg
-
-# hnsw.ef_search accepts 1..1000.
-EF_SEARCH_CEILING = 1000
 # Lexemes per round trip when a BM25 replica reads postings.
 _POSTINGS_CHUNK = 2000
+# Stands for the one position of a lexeme stored without positions: above PostgreSQL's
+# highest (16,383) and one past it, so never next to a position of another word.
+_NO_POSITION = 16385
 
 
-class _LegsMixin(_TagLegMixin):
+class _LegsMixin(_TagLegMixin, _NearestMixin):
     """The retrieval legs, and the read-time lookups beside them (threads, recency)."""
 
-    exact_scan_max_rows: int = 10_000
-    hnsw_ef_search: int = 100
-    # Extra HNSW candidates fetched past ``limit`` so equal distances at the cut are ordered
-    # by id like every other ranking.
-    tie_margin: int = 16
-
     def warm(self, scope: str) -> None:
-        # Vectors stay in the server; the scope's BM25 and tag replicas are built here.
+        # The scope's BM25, tag and vector replicas are built here.
         self._caught_up(scope)
         self._tags_caught_up(scope)
+        dim = self._bound_dim()
+        if self.vector_replica and dim is not None:
+            self._vectors_caught_up(scope, dim)
 
     def lexical(
         self,
@@ -115,8 +108,8 @@ class _LegsMixin(_TagLegMixin):
             if len(first) == 1 and len(second) == 1:  # a stop word has no lexeme
                 key = (first[0], second[0]) if query.unique_stems else phrase
                 pairs.setdefault(key, (phrase, first[0], second[0]))
-        replica, newest = self._caught_up(scope)
-        phrase_rows = self._phrase_rows(scope, list(pairs.values()), newest)
+        replica = self._caught_up(scope)
+        phrase_rows = self._phrase_rows(scope, replica, list(pairs.values()))
         return self._kept_in_order(
             scope,
             lambda n: replica.ranked(lexemes, conjunctive, as_of, n, phrase_rows),
@@ -124,14 +117,13 @@ class _LegsMixin(_TagLegMixin):
             filters,
         )
 
-    def _caught_up(self, scope: str) -> tuple[ScopeReplica, int]:
-        """The scope's replica holding every committed row, and the newest id it holds."""
+    def _caught_up(self, scope: str) -> ScopeReplica:
+        """The scope's replica, holding every committed row."""
         replica = self._replicas.use(scope)
         with replica.lock:  # one catch-up at a time; ranking may run beside another one
             replica.catch_up(lambda after: self._rows_after(scope, after))
-            newest = replica.newest
         self._replicas.evict(scope, self.bm25_max_rows)
-        return replica, newest
+        return replica
 
     def _lexemes(self, words: Sequence[str]) -> dict[str, tuple[str, ...]]:
         """PostgreSQL's lexemes of each query word (none for a stop word), cached; the words
@@ -154,11 +146,9 @@ class _LegsMixin(_TagLegMixin):
             found.update(fetched)
         return {word: found.get(word) or () for word in words}
 
-    def _rows_after(
-        self, scope: str, after: int
-    ) -> tuple[np.ndarray, np.ndarray, dict[str, tuple[np.ndarray, np.ndarray]]]:
-        """Ids, event keys and postings of the scope's rows with ids above ``after``, read
-        in one snapshot."""
+    def _rows_after(self, scope: str, after: int) -> tuple[np.ndarray, np.ndarray, Postings]:
+        """Ids, event keys and postings (with positions) of the scope's rows with ids above
+        ``after``, read in one snapshot."""
         with self._connection() as conn:
             conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
             ids, keys = self._ids_and_keys_after(conn, scope, after)
@@ -167,30 +157,46 @@ class _LegsMixin(_TagLegMixin):
             # Each lexeme's ids and frequencies as text parsed by numpy, streamed from a
             # server-side cursor: a list of Python ints per posting, fetched all at once,
             # cost ten times the replica's own arrays at its peak.
-            postings: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+            postings: Postings = {}
             with conn.cursor(name="mempp_bm25_postings") as cursor:
                 cursor.itersize = _POSTINGS_CHUNK
+                # A lexeme without positions (a stripped tsvector; the generated column
+                # always has them) counts once, at a position no phrase can reach.
                 cursor.execute(
-                    """SELECT u.lexeme, string_agg(r.id::text, ' ' ORDER BY r.id),
+                    f"""SELECT u.lexeme, string_agg(r.id::text, ' ' ORDER BY r.id),
                               string_agg(coalesce(cardinality(u.positions), 1)::text, ' '
-                                         ORDER BY r.id)
+                                         ORDER BY r.id),
+                              string_agg(coalesce(array_to_string(u.positions, ' '),
+                                                  '{_NO_POSITION}'), ' ' ORDER BY r.id)
                        FROM records r, unnest(r.tsv) u
                        WHERE r.scope = %s AND r.id > %s
                        GROUP BY u.lexeme""",
                     (scope, after),
                 )
-                for lexeme, row_ids, tf in cursor:
+                for lexeme, row_ids, tf, positions in cursor:
                     postings[lexeme] = (
                         np.fromstring(row_ids, dtype=np.int64, sep=" "),
                         np.fromstring(tf, dtype=np.float64, sep=" "),
+                        np.fromstring(positions, dtype=np.int16, sep=" "),
                     )
         return ids, keys, postings
 
     def _phrase_rows(
+        self, scope: str, replica: ScopeReplica, phrases: list[tuple[str, str, str]]
+    ) -> list[tuple[np.ndarray, np.ndarray]]:
+        """Per (phrase, first lexeme, second lexeme) found: the ids of the scope's rows where
+        the two words stand side by side, and how often they do, from the replica's
+        positions (``benchmarks/bench_read_path.py`` swaps in ``_phrase_rows_sql``)."""
+        return replica.phrase_rows([(first, second) for _, first, second in phrases])
+
+    def _phrase_rows_sql(
         self, scope: str, phrases: list[tuple[str, str, str]], newest: int
     ) -> list[tuple[np.ndarray, np.ndarray]]:
         """Per (phrase, first lexeme, second lexeme): the ids of the scope's rows up to
-        ``newest`` where the two words stand side by side, and how often they do."""
+        ``newest`` where the two words stand side by side, and how often they do, in SQL, as
+        the lexical leg found them before the replica held positions: the reference
+        ``ScopeReplica.phrase_rows`` is tested against (``tests/test_pg_phrases.py``) and
+        measured against (``benchmarks/bench_read_path.py``)."""
         if not phrases:
             return []
         with self._connection() as conn:
@@ -224,96 +230,6 @@ class _LegsMixin(_TagLegMixin):
             for ids, tf in found
             if ids
         ]
-
-    def nearest(
-        self,
-        scope: str,
-        vector: np.ndarray,
-        as_of: int | None,
-        limit: int,
-        *,
-        filters: Filters = NO_FILTERS,
-    ) -> list[int]:
-        if limit <= 0:
-            return []
-        dim = self._bound_dim()
-        if dim is None:
-            return []
-        query = np.asarray(vector, dtype=np.float32).reshape(-1)
-        if query.shape[0] != dim:
-            raise EncoderMismatch(
-                f"{self.location} holds {dim}-d vectors; the query vector has {query.shape[0]}"
-            )
-        # The HNSW path orders by the index's own expression (the cast), so the planner can
-        # walk the index; the exact path orders by the bare column, which no index matches,
-        # so it always computes every eligible distance (in parallel workers when the
-        # planner wants). Both give the same numbers. ``dim`` is an int from mempp_meta.
-        distance = f"embedding::vector({int(dim)}) <=> %(q)s"
-        # The filters join the date condition: both engines apply them before the ranking.
-        where, filter_params = filter_condition(filters, "records", "postgres")
-        date_condition = (" AND event_key <= %(as_of)s" if as_of is not None else "") + where
-        params = {"scope": scope, "as_of": as_of, "q": query, "limit": limit, **filter_params}
-        with self._connection() as conn:
-            # Counting stops at the threshold, so this costs at most that many index entries.
-            eligible = conn.execute(
-                f"""SELECT count(*) FROM (
-                        SELECT 1 FROM records
-                        WHERE scope = %(scope)s AND state = 'active'{date_condition}
-                        LIMIT %(cap)s) eligible""",
-                {**params, "cap": self.exact_scan_max_rows + 1},
-            ).fetchone()[0]
-            if eligible == 0:
-                return []
-            if eligible > self.exact_scan_max_rows and dim <= HNSW_MAX_DIM:
-                found = self._nearest_hnsw(conn, distance, date_condition, params)
-                # The iterative scan gives up after hnsw.max_scan_tuples; when it comes back
-                # short, an exact scan keeps the promise that all slots go to eligible rows.
-                if len(found) >= limit:
-                    return found
-            return self._nearest_exact(conn, date_condition, params)
-
-    @staticmethod
-    def exact_sql(date_condition: str) -> str:
-        """The exact strategy's statement (public so tests can EXPLAIN it)."""
-        return f"""SELECT id FROM records
-                   WHERE scope = %(scope)s AND state = 'active'{date_condition}
-                   ORDER BY embedding <=> %(q)s, id DESC LIMIT %(limit)s"""
-
-    @staticmethod
-    def hnsw_sql(distance: str, date_condition: str) -> str:
-        """The HNSW strategy's statement (public so tests can EXPLAIN it)."""
-        # The inner ORDER BY is the index's own expression, so it becomes an HNSW index scan
-        # with the scope as its filter; the outer sort only orders equal distances by id.
-        return f"""SELECT id FROM (
-                       SELECT id, {distance} AS distance FROM records
-                       WHERE scope = %(scope)s AND state = 'active'{date_condition}
-                       ORDER BY {distance} LIMIT %(fetch)s) candidates
-                   ORDER BY distance, id DESC LIMIT %(limit)s"""
-
-    def _nearest_exact(
-        self, conn: psycopg.Connection[Any], date_condition: str, params: dict[str, Any]
-    ) -> list[int]:
-        rows = conn.execute(self.exact_sql(date_condition), params)
-        return [row[0] for row in rows]
-
-    def _nearest_hnsw(
-        self,
-        conn: psycopg.Connection[Any],
-        distance: str,
-        date_condition: str,
-        params: dict[str, Any],
-    ) -> list[int]:
-        fetch = params["limit"] + self.tie_margin
-        ef_search = min(EF_SEARCH_CEILING, max(self.hnsw_ef_search, fetch))
-        # strict_order: results stay in exact distance order while the scan keeps going
-        # past filtered-out rows, so the WHERE clause acts before the LIMIT.
-        conn.execute(
-            """SELECT set_config('hnsw.iterative_scan', 'strict_order', true),
-                      set_config('hnsw.ef_search', %s, true)""",
-            (str(ef_search),),
-        )
-        rows = conn.execute(self.hnsw_sql(distance, date_condition), {**params, "fetch": fetch})
-        return [row[0] for row in rows]
 
     def dated_within(
         self,

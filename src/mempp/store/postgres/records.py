@@ -36,6 +36,14 @@ _RECORD_COLUMNS = (
     "AND x.record_id = records.id) THEN 'redacted' ELSE state END, superseded_by, thread, metadata"
 )
 
+
+def _as_float32(value: Any) -> np.ndarray:
+    """A loaded ``vector`` as float32: pgvector's loader gives a ``Vector`` (0.3+) or a numpy
+    array (older releases), depending on the installed pgvector-python."""
+    to_numpy = getattr(value, "to_numpy", None)
+    return np.asarray(to_numpy() if to_numpy is not None else value, dtype=np.float32)
+
+
 # One statement per document, pipelined by ``executemany``: the row and its tag labels go in
 # together, and ``NOT EXISTS`` sees rows inserted by earlier statements of the same batch.
 # ``ON CONFLICT`` only matters for writers that bypass the scope lock (other tools).

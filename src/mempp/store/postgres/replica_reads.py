@@ -3,15 +3,50 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from mempp.errors import StoreError
 from mempp.filters import Filters
 from mempp.store.filter_sql import filter_condition
 from mempp.store.postgres.records import _RecordsMixin
-from mempp.store.postgres.replicas import UNDATED
+from mempp.vectors import UNDATED
+
+# Rows per block read for a vector replica (about 12 MB at 384-d).
+_VECTOR_BLOCK = 8192
+# Binary COPY's header: signature, flags, then the length of an extension area.
+_COPY_SIGNATURE = b"PGCOPY\n\xff\r\n\x00"
+_COPY_HEADER = len(_COPY_SIGNATURE) + 8
+_COPY_TRAILER = b"\xff\xff"
+
+
+def _copy_row_type(dim: int) -> np.dtype:
+    """One row of ``COPY (SELECT id, key, embedding) TO STDOUT (FORMAT binary)``, all three
+    NOT NULL: a field count, then each field's length and bytes, big-endian (pgvector's
+    binary form is its dimension, a reserved int16 and the floats)."""
+    return np.dtype(
+        [
+            ("fields", ">i2"),
+            ("id_len", ">i4"),
+            ("id", ">i8"),
+            ("key_len", ">i4"),
+            ("key", ">i8"),
+            ("vector_len", ">i4"),
+            ("dim", ">i2"),
+            ("unused", ">i2"),
+            ("vector", ">f4", (dim,)),
+        ]
+    )
+
+
+def _unit(rows: np.ndarray) -> np.ndarray:
+    """The rows scaled to unit length in place (a zero row stays zero)."""
+    norms = np.sqrt(np.einsum("ij,ij->i", rows, rows))
+    rows /= np.where(norms > 0, norms, 1)[:, None]
+    return rows
+
 
 if TYPE_CHECKING:
     import psycopg
@@ -62,3 +97,90 @@ class _ReplicasMixin(_RecordsMixin):
                 {"scope": scope, "ids": ids.tolist(), **params},
             ).fetchall()
         return {row[0] for row in rows}
+
+    def _vector_rows_after(
+        self, scope: str, after: int, dim: int
+    ) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        """Blocks of the ids (ascending), event keys and unit float32 vectors of the scope's
+        rows with ids above ``after``."""
+        return self._copied_vectors(
+            f"""SELECT id, coalesce(event_key, {int(UNDATED)}), embedding
+                FROM records WHERE scope = %s AND id > %s ORDER BY id""",
+            (scope, after),
+            dim,
+        )
+
+    def _unit_rows(self, scope: str, ids: np.ndarray) -> np.ndarray:
+        """The scope's vectors of ``ids`` at unit length, in that order (zeros for an id the
+        scope lacks): the exact rows a vector replica rescores its candidates with."""
+        dim = self._bound_dim() or 0
+        out = np.zeros((len(ids), dim), dtype=np.float32)
+        blocks = list(
+            self._copied_vectors(
+                "SELECT id, 0::bigint, embedding FROM records WHERE scope = %s AND id = ANY(%s)",
+                (scope, ids.tolist()),
+                dim,
+            )
+        )
+        if not blocks:
+            return out
+        found, _, rows = (np.concatenate(parts) for parts in zip(*blocks, strict=True))
+        order = np.argsort(found)
+        found, rows = found[order], rows[order]
+        at = np.minimum(np.searchsorted(found, ids), len(found) - 1)
+        held = found[at] == ids
+        out[held] = rows[at[held]]
+        return out
+
+    def _copied_vectors(
+        self, select: str, params: tuple[Any, ...], dim: int
+    ) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        """Blocks of ``select``'s rows (an id, a key, a vector, none NULL) as arrays, the
+        vectors at unit length: one binary ``COPY`` (a million rows in about 12 s, and 200
+        rows in half the time of a cursor's fetch, whose loading goes row by row), parsed by
+        numpy a block at a time, so no more than a block is held twice."""
+        row_type = _copy_row_type(dim)
+        block_bytes = _VECTOR_BLOCK * row_type.itemsize
+        buffer = bytearray()
+        header = True
+        with (
+            self._connection() as conn,
+            conn.cursor() as cursor,
+            cursor.copy(f"COPY ({select}) TO STDOUT (FORMAT binary)", params) as copy,
+        ):
+            for data in copy:
+                buffer += data
+                if header and len(buffer) >= _COPY_HEADER:
+                    if not buffer.startswith(_COPY_SIGNATURE):
+                        raise StoreError(f"{self.location}: COPY sent no binary header")
+                    extension = int.from_bytes(buffer[_COPY_HEADER - 4 : _COPY_HEADER])
+                    del buffer[: _COPY_HEADER + extension]
+                    header = False
+                if not header and len(buffer) >= block_bytes:
+                    yield self._copy_block(buffer[:block_bytes], row_type, dim)
+                    del buffer[:block_bytes]
+        if header or buffer[-2:] != _COPY_TRAILER:
+            raise StoreError(f"{self.location}: COPY of the vectors ended early")
+        del buffer[-2:]
+        if buffer:
+            yield self._copy_block(buffer, row_type, dim)
+
+    def _copy_block(
+        self, data: bytearray, row_type: np.dtype, dim: int
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        if len(data) % row_type.itemsize:
+            raise StoreError(f"{self.location}: a vector of another size than {dim}")
+        rows = np.frombuffer(data, dtype=row_type)
+        # Each length is fixed, so a row of another shape (a vector of another dimension)
+        # shifts every field after it: checked, never read as floats.
+        shaped = (
+            (rows["fields"] == 3)
+            & (rows["id_len"] == 8)
+            & (rows["key_len"] == 8)
+            & (rows["vector_len"] == 4 + 4 * dim)
+            & (rows["dim"] == dim)
+        )
+        if not shaped.all():
+            raise StoreError(f"{self.location}: a vector of another size than {dim}")
+        vectors = _unit(rows["vector"].astype(np.float32))
+        return rows["id"].astype(np.int64), rows["key"].astype(np.int64), vectors

@@ -1,4 +1,5 @@
-"""What the PostgreSQL engine's in-RAM replicas (BM25 postings, tag postings) share.
+"""What the PostgreSQL engine's in-RAM replicas (BM25 postings, tag postings, vectors) share,
+and the tag and vector replicas themselves.
 
 A replica holds one scope's rows up to the newest id it has read, and is caught up before each
 search from the rows with ids above it: within one scope, ids commit in increasing order,
@@ -9,17 +10,16 @@ search's filters, so an archived row never appears however recently it was archi
 
 from __future__ import annotations
 
+import itertools
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Generic, Protocol, TypeVar
 
 import numpy as np
 
 from mempp.tag_index import TagPostings
-
-# An undated row's event key: above every as-of bound, so a bound leaves it out.
-UNDATED = np.iinfo(np.int64).max
+from mempp.vectors import ExactRows, ExactVectorIndex
 
 
 class Replica(Protocol):
@@ -135,3 +135,48 @@ class ScopeTags:
 
         found = held.postings.search(labels, eligible, limit, held.tail)
         return np.asarray(found, dtype=np.int64)
+
+
+# Blocks of (ids ascending, event keys, unit float32 rows) of the rows after a given id.
+VectorFetch = Callable[[int], Iterable[tuple[np.ndarray, np.ndarray, np.ndarray]]]
+_ONE_SCOPE = ""  # the index's only scope: a replica holds one
+
+
+class ScopeVectors:
+    """One scope's vectors for an exact search: the int8 scan copy of
+    ``mempp.vectors.ExactVectorIndex``, its candidates rescored with float32 rows read from
+    PostgreSQL. Rows are held at unit length, so the dot product ranks as pgvector's cosine
+    distance does. ``catch_up`` runs with ``lock`` held; ``ranked`` may run beside it."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self._index: ExactVectorIndex | None = None
+
+    def __len__(self) -> int:
+        return 0 if self._index is None else len(self._index)
+
+    @property
+    def nbytes(self) -> int:
+        return 0 if self._index is None else self._index.nbytes
+
+    def catch_up(self, fetch: VectorFetch, dim: int, exact_rows: ExactRows) -> None:
+        """Append the rows ``fetch`` returns after the newest id held (all of them, into a
+        new index, when the dimension is not the one held). ``exact_rows`` gives a new
+        index the unit float32 rows of the ids it rescores."""
+        index = self._index
+        if index is None or index.dim != dim:
+            index = ExactVectorIndex(dim, exact_rows=exact_rows)
+        for ids, keys, rows in fetch(index.max_id):
+            count = len(ids)
+            # Every row is active to the index: PostgreSQL keeps the active ones it ranks.
+            scopes, active = itertools.repeat(_ONE_SCOPE, count), itertools.repeat(True, count)
+            index.append(ids, rows, scopes, keys.tolist(), active)
+        self._index = index
+
+    def ranked(self, query: np.ndarray, as_of: int | None, limit: int) -> np.ndarray:
+        """Ids of the ``limit`` rows dated up to ``as_of`` most similar to ``query``, any
+        state, best first (ties to the newer row)."""
+        index = self._index
+        if index is None:
+            return _EMPTY
+        return np.asarray(index.search(query, _ONE_SCOPE, as_of, limit), dtype=np.int64)

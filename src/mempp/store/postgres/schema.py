@@ -20,7 +20,7 @@ from mempp.errors import InvalidInput, StoreError
 from mempp.store.base import UNDATED_DEDUPE_KEY as UNDATED_KEY
 from mempp.store.migrations import Migration, newest, pending
 from mempp.store.postgres.bm25 import ScopeReplica
-from mempp.store.postgres.replicas import ScopeCache, ScopeTags
+from mempp.store.postgres.replicas import ScopeCache, ScopeTags, ScopeVectors
 
 if TYPE_CHECKING:
     import psycopg
@@ -506,13 +506,15 @@ class _PostgresBase:
         self._readers_lock = threading.Lock()
         self._closed = False
         self._spare_connections = threading.BoundedSemaphore(POOL_MAX_SIZE // 2)
-        # BM25 replicas, one per scope searched with lexical_rank="bm25", tag replicas, one
-        # per scope searched with a tag leg, and the lexemes of query terms (all built on
-        # first use). Past bm25_max_rows (tags_max_rows) rows in all, the least recently
-        # searched scopes' replicas are dropped (rebuilt if searched again).
+        # BM25 replicas, one per scope searched with lexical_rank="bm25", tag and vector
+        # replicas, one per scope searched with that leg, and the lexemes of query terms (all
+        # built on first use). Past bm25_max_rows (tags_max_rows, vectors_max_rows) rows in
+        # all, the least recently searched scopes' replicas are dropped (rebuilt if searched
+        # again).
         self.bm25_max_rows = BM25_MAX_ROWS
         self._replicas = ScopeCache(ScopeReplica)
         self._tag_replicas = ScopeCache(ScopeTags)
+        self._vector_replicas = ScopeCache(ScopeVectors)
         self._lexeme_cache: dict[str, tuple[str, ...]] = {}
 
     # -- plumbing ---------------------------------------------------------------------
