@@ -188,21 +188,20 @@ def main() -> None:
             first, choices = "vectors", ["replica", "hnsw"]
         combos = [(c, e) for c in choices for e in ("beside", "before")]
         times: dict[tuple[tuple[str, str], str], list[float]] = {}
+
+        def choose(combo: tuple[str, str]) -> None:
+            if quick is not None:
+                index._quick_rows = quick if combo[0] == "file" else None
+            if first == "tags":
+                store.tagged = replica_leg if combo[0] == "replica" else sql_leg
+            if first == "vectors":
+                store.vector_replica = combo[0] == "replica"
+            if first == "phrases":
+                store._phrase_rows = replica_phrases if combo[0] == "replica" else sql_phrases
+            retrieval._vector_call = _BESIDE if combo[1] == "beside" else _before
+
         for turn, question in enumerate(questions[10 : 10 + args.queries]):
             for case, as_of in cases.items():
-
-                def choose(combo: tuple[str, str]) -> None:
-                    if quick is not None:
-                        index._quick_rows = quick if combo[0] == "file" else None
-                    if first == "tags":
-                        store.tagged = replica_leg if combo[0] == "replica" else sql_leg
-                    if first == "vectors":
-                        store.vector_replica = combo[0] == "replica"
-                    if first == "phrases":
-                        chosen = replica_phrases if combo[0] == "replica" else sql_phrases
-                        store._phrase_rows = chosen
-                    retrieval._vector_call = _BESIDE if combo[1] == "beside" else _before
-
                 # Untimed first, once by each choice: no combination pays for bringing the
                 # question's rows (or an HNSW walk's pages) into the caches; on PostgreSQL
                 # the first search of new words costs most.

@@ -66,8 +66,15 @@ def _in_sql(
         store.vector_replica, store.exact_scan_max_rows = saved
 
 
+# Rows up to which the replica holds float32 vectors too: none (every candidate's row is
+# read from PostgreSQL), fewer than the scope has (the copy is dropped as the scope outgrows
+# it), more.
+FLOAT32_ROWS = [0, 700, 10**6]
+
+
+@pytest.mark.parametrize("float32_rows", FLOAT32_ROWS)
 def test_replica_ranks_as_the_exact_scan_in_sql(
-    pg_url: str, monkeypatch: pytest.MonkeyPatch
+    pg_url: str, monkeypatch: pytest.MonkeyPatch, float32_rows: int
 ) -> None:
     # Blocks of 128 rows: a catch-up of many blocks and a short last one.
     monkeypatch.setattr(replica_reads, "_VECTOR_BLOCK", 128)
@@ -75,6 +82,12 @@ def test_replica_ranks_as_the_exact_scan_in_sql(
     vectors = _vectors(count, 1)
     vectors[1500:1510] = vectors[100]  # equal rows: ties go to the newer one
     store = _open(pg_url)
+    store.vectors_float32_rows = float32_rows
+    read = []
+    unit_rows = store._unit_rows
+    monkeypatch.setattr(
+        store, "_unit_rows", lambda s, ids: read.append(len(ids)) or unit_rows(s, ids)
+    )
     try:
         ids = [r.id for r in store.insert(SCOPE, _docs(count, 1), vectors)]
         store.insert("other", _docs(50, 2), _vectors(50, 2))  # another tenant's rows
@@ -95,12 +108,21 @@ def test_replica_ranks_as_the_exact_scan_in_sql(
         held = store._vector_replicas.get(SCOPE)
         assert held is not None and len(held) == count  # every row, whatever its state
         assert store.nearest(SCOPE, queries[0], 0, 10) == []  # nothing dated that early
+        # Rows are read back from PostgreSQL only where the replica holds no float32 copy,
+        # and a copy the scope outgrew is not kept.
+        assert (sum(read) > 0) == (float32_rows < count)
+        assert (len(held._filled[0]) == count) == (float32_rows >= count)
+        assert len(held._filled[0]) in (0, count)
     finally:
         store.close()
 
 
-def test_replica_catches_up_with_rows_written_and_erased_elsewhere(pg_url: str) -> None:
+@pytest.mark.parametrize("float32_rows", [0, 10**6])
+def test_replica_catches_up_with_rows_written_and_erased_elsewhere(
+    pg_url: str, float32_rows: int
+) -> None:
     reader, writer = _open(pg_url), _open(pg_url)
+    reader.vectors_float32_rows = float32_rows
     try:
         reader.insert(SCOPE, _docs(300, 1), _vectors(300, 1))
         query = _vectors(1, 9)[0]

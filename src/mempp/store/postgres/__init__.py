@@ -120,5 +120,6 @@ class PostgresStore(
     margin when a query asks for more), ``hnsw_build_memory_mb`` (``maintenance_work_mem``
     of an HNSW build; None sizes it from the row count), ``bm25_max_rows``,
     ``tags_max_rows`` and ``vectors_max_rows`` (rows the in-RAM replicas hold, all scopes
-    together).
+    together), ``vectors_float32_rows`` (a scope of up to that many rows holds its float32
+    vectors too).
     """

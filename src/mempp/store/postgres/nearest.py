@@ -5,14 +5,16 @@ under an as-of bound or on vectors without clusters far from exact: recall@50 0.
 rows and 0.020 at 1M on the benchmark corpus (docs/scaling.md). Here each scope's vectors are
 held as the embedded engine holds them (``mempp.vectors.ExactVectorIndex``: int8 in date
 order, the candidates rescored with float32 rows read back from PostgreSQL, exact by its
-rounding bound), caught up before each search like the other replicas (``replicas``), and
-PostgreSQL keeps the active rows of the ranking that meet the search's filters. A search
-with filters that keep at most ``exact_scan_max_rows`` rows is an exact scan in SQL instead:
-it reads fewer rows than the replica's ranking would have to offer.
+rounding bound), caught up before each search like the other replicas (``replicas``).
+Without filters PostgreSQL keeps the active rows of the ranking. With filters it gives the
+ids of the active rows they keep, and the replica ranks among those; when they are at most
+``exact_scan_max_rows``, an exact scan in SQL ranks them instead.
 
-The price: 0.44 kB of RAM a row at 384-d in each searching process, a binary COPY of the
-scope's vectors on first use (14 s at 1M rows), and at 1M a leg 20 ms slower at p50 than the
-HNSW walk (docs/scaling.md). With ``vector_replica`` off the leg is what it was: the exact
+The price: 0.44 kB of RAM a row at 384-d in each searching process (and 1.5 kB more in a
+scope of up to ``vectors_float32_rows`` rows, whose float32 rows are held too, so that its
+rescoring needs no round trip), a binary COPY of the scope's vectors on first use (14 s at
+1M rows), and at 1M a leg 20 ms slower at p50 than the HNSW walk; at 100k it is faster
+(docs/scaling.md). With ``vector_replica`` off the leg is what it was: the exact
 SQL scan up to ``exact_scan_max_rows`` eligible rows, the HNSW walk above.
 """
 
@@ -37,6 +39,9 @@ EF_SEARCH_CEILING = 1000
 # Rows held by the vector replicas of one store, all scopes together: about 2.2 GB at 384-d
 # (0.44 kB a row: the int8 codes and, per row, id, event key, scale and places).
 VECTORS_MAX_ROWS = 5_000_000
+# A scope of up to this many rows also holds its float32 vectors (1.5 kB a row at 384-d, at
+# most 300 MB): its rescoring needs no round trip to PostgreSQL.
+VECTORS_FLOAT32_ROWS = 200_000
 
 
 class _NearestMixin(_ReplicasMixin):
@@ -44,6 +49,7 @@ class _NearestMixin(_ReplicasMixin):
 
     vector_replica: bool = True
     vectors_max_rows: int = VECTORS_MAX_ROWS
+    vectors_float32_rows: int = VECTORS_FLOAT32_ROWS
     exact_scan_max_rows: int = 10_000
     hnsw_ef_search: int = 100
     # Extra HNSW candidates fetched past ``limit`` so equal distances at the cut are ordered
@@ -70,8 +76,11 @@ class _NearestMixin(_ReplicasMixin):
             raise EncoderMismatch(
                 f"{self.location} holds {dim}-d vectors; the query vector has {query.shape[0]}"
             )
-        if self.vector_replica and filters == NO_FILTERS:
-            return self._nearest_replica(scope, query, as_of, limit, filters, dim)
+        if self.vector_replica and filters.is_empty:
+            replica = self._vectors_caught_up(scope, dim)
+            return self._kept_in_order(
+                scope, lambda n: replica.ranked(query, as_of, n), limit, filters
+            )
         # The HNSW path orders by the index's own expression (the cast), so the planner can
         # walk the index; the exact path orders by the bare column, which no index matches,
         # so it always computes every eligible distance (in parallel workers when the
@@ -103,19 +112,18 @@ class _NearestMixin(_ReplicasMixin):
                     if len(found) >= limit:
                         return found
                 return self._nearest_exact(conn, date_condition, params)
-        return self._nearest_replica(scope, query, as_of, limit, filters, dim)
-
-    def _nearest_replica(
-        self,
-        scope: str,
-        query: np.ndarray,
-        as_of: int | None,
-        limit: int,
-        filters: Filters,
-        dim: int,
-    ) -> list[int]:
+            # The replica ranks among the rows the filters keep, read here first (so the
+            # replica, caught up next, holds them all). Asking it again for more of its best
+            # rows until enough pass would rescore ever more of them: at 1M rows and a
+            # filter keeping 1%, some 50,000.
+            kept = conn.execute(
+                f"""SELECT string_agg(id::text, ' ' ORDER BY id) FROM records
+                    WHERE scope = %(scope)s AND state = 'active'{date_condition}""",
+                params,
+            ).fetchone()[0]
+        allowed = np.fromstring(kept, dtype=np.int64, sep=" ") if kept else np.empty(0, np.int64)
         replica = self._vectors_caught_up(scope, dim)
-        return self._kept_in_order(scope, lambda n: replica.ranked(query, as_of, n), limit, filters)
+        return replica.ranked(query, as_of, limit, allowed).tolist()
 
     def _vectors_caught_up(self, scope: str, dim: int) -> ScopeVectors:
         replica = self._vector_replicas.use(scope)
@@ -124,6 +132,7 @@ class _NearestMixin(_ReplicasMixin):
                 lambda after: self._vector_rows_after(scope, after, dim),
                 dim,
                 lambda ids: self._unit_rows(scope, ids),
+                self.vectors_float32_rows,
             )
         self._vector_replicas.evict(scope, self.vectors_max_rows)
         return replica

@@ -145,38 +145,91 @@ _ONE_SCOPE = ""  # the index's only scope: a replica holds one
 class ScopeVectors:
     """One scope's vectors for an exact search: the int8 scan copy of
     ``mempp.vectors.ExactVectorIndex``, its candidates rescored with float32 rows read from
-    PostgreSQL. Rows are held at unit length, so the dot product ranks as pgvector's cosine
-    distance does. ``catch_up`` runs with ``lock`` held; ``ranked`` may run beside it."""
+    PostgreSQL, or, while the scope holds at most ``float32_rows`` rows, from a float32 copy
+    held here, which spares a small scope those round trips. Rows are held at unit
+    length, so the dot product ranks as pgvector's cosine distance does. ``catch_up`` runs
+    with ``lock`` held; ``ranked`` may run beside it."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self._index: ExactVectorIndex | None = None
+        # The float32 copy (capacity grown by doubling) and the part of it filled, replaced
+        # together: a ranking reads the pair it finds.
+        self._float32 = np.empty((0, 0), dtype=np.float32)
+        self._float32_ids = _EMPTY
+        self._filled: tuple[np.ndarray, np.ndarray] = (_EMPTY, self._float32)
 
     def __len__(self) -> int:
         return 0 if self._index is None else len(self._index)
 
     @property
     def nbytes(self) -> int:
-        return 0 if self._index is None else self._index.nbytes
+        index = 0 if self._index is None else self._index.nbytes
+        return index + self._float32.nbytes + self._float32_ids.nbytes
 
-    def catch_up(self, fetch: VectorFetch, dim: int, exact_rows: ExactRows) -> None:
+    def catch_up(
+        self, fetch: VectorFetch, dim: int, exact_rows: ExactRows, float32_rows: int
+    ) -> None:
         """Append the rows ``fetch`` returns after the newest id held (all of them, into a
         new index, when the dimension is not the one held). ``exact_rows`` gives a new
-        index the unit float32 rows of the ids it rescores."""
+        index the unit float32 rows of the ids it rescores; up to ``float32_rows`` rows they
+        are kept here too (one row missing would cost the round trip, so a scope that
+        outgrows the copy drops it)."""
         index = self._index
         if index is None or index.dim != dim:
-            index = ExactVectorIndex(dim, exact_rows=exact_rows)
+            index = ExactVectorIndex(dim, exact_rows=exact_rows, quick_rows=self._quick_rows)
+            self._float32 = np.empty((0, dim), dtype=np.float32)
+            self._float32_ids = _EMPTY
+            self._filled = (_EMPTY, self._float32)
         for ids, keys, rows in fetch(index.max_id):
             count = len(ids)
             # Every row is active to the index: PostgreSQL keeps the active ones it ranks.
             scopes, active = itertools.repeat(_ONE_SCOPE, count), itertools.repeat(True, count)
             index.append(ids, rows, scopes, keys.tolist(), active)
+            if len(index) <= float32_rows:
+                self._keep_float32(ids, rows, float32_rows)
+            elif len(self._filled[0]):
+                self._float32, self._float32_ids = np.empty((0, dim), dtype=np.float32), _EMPTY
+                self._filled = (_EMPTY, self._float32)
         self._index = index
 
-    def ranked(self, query: np.ndarray, as_of: int | None, limit: int) -> np.ndarray:
+    def ranked(
+        self,
+        query: np.ndarray,
+        as_of: int | None,
+        limit: int,
+        allowed: np.ndarray | None = None,
+    ) -> np.ndarray:
         """Ids of the ``limit`` rows dated up to ``as_of`` most similar to ``query``, any
-        state, best first (ties to the newer row)."""
+        state (with ``allowed``, sorted ids, only among those), best first (ties to the
+        newer row)."""
         index = self._index
         if index is None:
             return _EMPTY
-        return np.asarray(index.search(query, _ONE_SCOPE, as_of, limit), dtype=np.int64)
+        found = index.search(query, _ONE_SCOPE, as_of, limit, allowed)
+        return np.asarray(found, dtype=np.int64)
+
+    def _keep_float32(self, ids: np.ndarray, rows: np.ndarray, float32_rows: int) -> None:
+        filled = len(self._filled[0])
+        needed = filled + len(ids)
+        if needed > len(self._float32_ids):
+            capacity = min(max(needed, 2 * len(self._float32_ids), 1024), float32_rows)
+            grown = np.empty((capacity, rows.shape[1]), dtype=np.float32)
+            grown[:filled] = self._float32[:filled]
+            grown_ids = np.empty(capacity, dtype=np.int64)
+            grown_ids[:filled] = self._float32_ids[:filled]
+            self._float32, self._float32_ids = grown, grown_ids
+        self._float32[filled:needed] = rows
+        self._float32_ids[filled:needed] = ids
+        self._filled = (self._float32_ids[:needed], self._float32[:needed])
+
+    def _quick_rows(self, ids: np.ndarray) -> np.ndarray:
+        """The float32 rows of ``ids`` held here, zeros for the others (the index reads
+        those from PostgreSQL: a zero row never quantizes to a held row's codes)."""
+        held_ids, rows = self._filled
+        out = np.zeros((len(ids), rows.shape[1]), dtype=np.float32)
+        if len(held_ids):
+            at = np.minimum(np.searchsorted(held_ids, ids), len(held_ids) - 1)
+            held = held_ids[at] == ids
+            out[held] = rows[at[held]]
+        return out
