@@ -21,7 +21,9 @@ alike.
     python benchmarks/bench_read_path.py --postgres 100000 --queries 60 --pg-dir /tmp/pg100k
 
 ``--recall Q`` adds, on PostgreSQL, the vector leg's recall against an exact scan in SQL,
-from the replica and by the HNSW walk.
+from the replica and by the HNSW walk; ``--filtered Q`` the vector leg alone under filters
+(authors of three frequencies, a ``since`` bound), by the replica and by HNSW taking turns,
+the replica's lists compared with the exact scan's.
 """
 
 from __future__ import annotations
@@ -31,13 +33,14 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 import mempp.retrieval as retrieval
-from bench_scale import Corpus, StandInEncoder, bounds, rss_gib
+from bench_scale import FIRST_DAY, SPAN_DAYS, Corpus, StandInEncoder, bounds, rss_gib
 from mempp import Memory
 from mempp.dates import key_to_datetime
 from mempp.encoders import embedder_named
@@ -95,6 +98,47 @@ def vector_recall(memory: Memory, questions: list[str]) -> list[str]:
     return lines
 
 
+def filtered_vector_leg(memory: Memory, corpus: Corpus, questions: list[str]) -> list[str]:
+    """PostgreSQL's vector leg alone under filters, p50 / p95 ms by the replica and by HNSW
+    (the first five questions untimed), and how many of the replica's lists equal the exact
+    scan's."""
+    store, scope, limit = memory.store, memory.scope, memory.settings.candidates
+    since = (FIRST_DAY + timedelta(days=SPAN_DAYS - 365)).isoformat()  # the last year
+    cases = {
+        "most frequent author": Filters.create(author=corpus.authors[0]),
+        "tenth author": Filters.create(author=corpus.authors[9]),
+        "sixtieth author": Filters.create(author=corpus.authors[59]),
+        f"since {since}": Filters.create(since=since),
+    }
+    vectors = [memory.embedder.embed([q])[0] for q in questions]
+    lines = []
+    saved = store.vector_replica, store.exact_scan_max_rows
+    try:
+        for name, filters in cases.items():
+            times: dict[str, list[float]] = {"replica": [], "HNSW": []}
+            same = 0
+            for turn, vector in enumerate(vectors):
+                found = {}
+                for leg in ("replica", "HNSW") if turn % 2 else ("HNSW", "replica"):
+                    store.vector_replica = leg == "replica"
+                    started = time.perf_counter()
+                    found[leg] = store.nearest(scope, vector, None, limit, filters=filters)
+                    if turn >= 5:
+                        times[leg].append(1000 * (time.perf_counter() - started))
+                store.vector_replica, store.exact_scan_max_rows = False, 1 << 62
+                exact = store.nearest(scope, vector, None, limit, filters=filters)
+                same += found["replica"] == exact
+                store.vector_replica, store.exact_scan_max_rows = saved
+            cells = "   ".join(
+                f"{leg} " + "{:.1f} / {:.1f}".format(*np.percentile(t, [50, 95]))
+                for leg, t in times.items()
+            )
+            lines.append(f"  {name:28s} {cells}   replica = exact {same}/{len(vectors)}")
+    finally:
+        store.vector_replica, store.exact_scan_max_rows = saved
+    return lines
+
+
 def postgres_url(size: int, corpus: Corpus, data_dir: Path | None) -> str:
     import pgserver
     import psycopg
@@ -148,10 +192,17 @@ def main() -> None:
         help="PostgreSQL: the vector leg's "
         "recall against an exact scan, on Q questions (an exact scan of 1M rows takes seconds)",
     )
+    parser.add_argument(
+        "--filtered",
+        type=int,
+        default=0,
+        metavar="Q",
+        help="PostgreSQL: the vector leg under filters, on Q questions",
+    )
     args = parser.parse_args()
 
     corpus = Corpus(args.seed)
-    questions = corpus.questions(max(args.queries, args.recall) + 10)
+    questions = corpus.questions(max(args.queries, args.recall, args.filtered) + 10)
     if args.store is not None:
         location = str(args.store)
         keys = bounds(args.store)
@@ -224,6 +275,9 @@ def main() -> None:
         recall = []
         if args.recall and args.postgres is not None:
             recall = vector_recall(memory, questions[10 : 10 + args.recall])
+        if args.filtered and args.postgres is not None:
+            recall.append("  the vector leg under filters, p50 / p95 ms:")
+            recall += filtered_vector_leg(memory, corpus, questions[10 : 10 + args.filtered])
     print(f"{location}: Memory.search p50 / p95 ms, {args.queries} questions, {args.encoder}")
     for case in cases:
         cells = [

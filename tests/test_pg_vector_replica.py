@@ -15,6 +15,7 @@ from mempp.dates import parse_as_of
 from mempp.filters import NO_FILTERS, Filters
 from mempp.records import Document
 from mempp.store.postgres import PostgresStore
+from mempp.store.postgres.replicas import ScopeVectors
 
 import engines
 
@@ -39,7 +40,7 @@ def _docs(count: int, seed: int) -> list[Document]:
     return [
         Document.create(
             f"row {seed} {i}",
-            author=("ana", "ben", "cy")[i % 3],
+            author="dee" if i % 40 == 0 else ("ana", "ben", "cy")[i % 3],
             date=None
             if rng.random() < 0.1
             else (start + dt.timedelta(days=int(rng.integers(0, 366)))).isoformat(),
@@ -92,19 +93,32 @@ def test_replica_ranks_as_the_exact_scan_in_sql(
         ids = [r.id for r in store.insert(SCOPE, _docs(count, 1), vectors)]
         store.insert("other", _docs(50, 2), _vectors(50, 2))  # another tenant's rows
         store.set_state(SCOPE, ids[::9], "archived", None)
-        # A filter keeping a third of the rows, past the threshold of an exact SQL scan:
-        # the replica's ranking is asked again for more until enough rows pass.
-        store.exact_scan_max_rows = 100
+        # Filters keeping a third of the rows and a fortieth, both past the threshold of an
+        # exact SQL scan: the replica's best rows are asked again for more until enough
+        # pass, or, past a few rounds, ranked among the ids the filters keep.
+        store.exact_scan_max_rows = 20
+        among: list[bool] = []  # per filtered search: ranked among the ids read?
+        ranked = ScopeVectors.ranked
+
+        def spied(self, query, as_of, limit, allowed=None):  # type: ignore[no-untyped-def]
+            among[-1] |= allowed is not None
+            return ranked(self, query, as_of, limit, allowed)
+
+        monkeypatch.setattr(ScopeVectors, "ranked", spied)
         rng = np.random.default_rng(3)
-        queries = [vectors[100] * 3, *_vectors(20, 4)]
+        queries = [vectors[100] * 3, *_vectors(30, 4)]
+        third, fortieth = Filters.create(author="ben"), Filters.create(author="dee")
         for trial, query in enumerate(queries):
-            as_of = None if trial % 2 else parse_as_of(f"2024-{1 + trial % 12:02d}-15")
-            filters = Filters.create(author="ben") if trial % 3 == 0 else NO_FILTERS
+            filters = (third, fortieth, NO_FILTERS)[trial % 3]
+            dated = trial % 2 == 0 and filters != fortieth
+            as_of = parse_as_of(f"2024-{1 + trial % 12:02d}-15") if dated else None
             limit = int(rng.choice([1, 10, 50, 200]))
             expected = _in_sql(store, query, as_of, limit, filters)
             assert expected
+            among.append(False)
             found = store.nearest(SCOPE, query, as_of, limit, filters=filters)
             assert found == expected, (trial, as_of, limit, filters)
+        assert True in among and False in among[0::3]  # both ways were taken
         held = store._vector_replicas.get(SCOPE)
         assert held is not None and len(held) == count  # every row, whatever its state
         assert store.nearest(SCOPE, queries[0], 0, 10) == []  # nothing dated that early

@@ -6,8 +6,9 @@ rows and 0.020 at 1M on the benchmark corpus (docs/scaling.md). Here each scope'
 held as the embedded engine holds them (``mempp.vectors.ExactVectorIndex``: int8 in date
 order, the candidates rescored with float32 rows read back from PostgreSQL, exact by its
 rounding bound), caught up before each search like the other replicas (``replicas``).
-Without filters PostgreSQL keeps the active rows of the ranking. With filters it gives the
-ids of the active rows they keep, and the replica ranks among those; when they are at most
+PostgreSQL keeps the active rows of the ranking that meet the search's filters, asked again
+for more while too few do. Under a narrow filter it gives the ids of the active rows the
+filter keeps and the replica ranks among those; when they are at most
 ``exact_scan_max_rows``, an exact scan in SQL ranks them instead.
 
 The price: 0.44 kB of RAM a row at 384-d in each searching process (and 1.5 kB more in a
@@ -20,6 +21,7 @@ SQL scan up to ``exact_scan_max_rows`` eligible rows, the HNSW walk above.
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -39,6 +41,13 @@ EF_SEARCH_CEILING = 1000
 # Rows held by the vector replicas of one store, all scopes together: about 2.2 GB at 384-d
 # (0.44 kB a row: the int8 codes and, per row, id, event key, scale and places).
 VECTORS_MAX_ROWS = 5_000_000
+# A filtered search either asks the replica for more of its best rows until enough pass (a
+# filter keeping a share s of N rows: about 2 * limit / s rows rescored, ~35 us each when read
+# from PostgreSQL) or reads the ids the filters keep (~8 us a row kept: s * N * 8 us), both
+# measured at 1M rows. The rounds cost less while s > sqrt(70 * limit / (8 * N)), 3% at 1M
+# rows and limit 100, so they may ask for up to 2 * limit over that share, this times
+# sqrt(N * limit): 6,800 rows at 1M, 2,150 at 100k.
+_ROUNDS_SCALE = 0.68
 # A scope of up to this many rows also holds its float32 vectors (1.5 kB a row at 384-d, at
 # most 300 MB): its rescoring needs no round trip to PostgreSQL.
 VECTORS_FLOAT32_ROWS = 200_000
@@ -112,17 +121,26 @@ class _NearestMixin(_ReplicasMixin):
                     if len(found) >= limit:
                         return found
                 return self._nearest_exact(conn, date_condition, params)
-            # The replica ranks among the rows the filters keep, read here first (so the
-            # replica, caught up next, holds them all). Asking it again for more of its best
-            # rows until enough pass would rescore ever more of them: at 1M rows and a
-            # filter keeping 1%, some 50,000.
+        replica = self._vectors_caught_up(scope, dim)
+        # Under a broad filter a few rounds of the replica's best rows hold enough that pass;
+        # under a narrow one the replica ranks among the ids the filters keep (see
+        # _ROUNDS_SCALE for the choice).
+        found = self._kept_within(
+            scope,
+            lambda n: replica.ranked(query, as_of, n),
+            limit,
+            filters,
+            int(_ROUNDS_SCALE * math.sqrt(len(replica) * limit)),
+        )
+        if found is not None:
+            return found
+        with self._connection() as conn:
             kept = conn.execute(
                 f"""SELECT string_agg(id::text, ' ' ORDER BY id) FROM records
                     WHERE scope = %(scope)s AND state = 'active'{date_condition}""",
                 params,
             ).fetchone()[0]
         allowed = np.fromstring(kept, dtype=np.int64, sep=" ") if kept else np.empty(0, np.int64)
-        replica = self._vectors_caught_up(scope, dim)
         return replica.ranked(query, as_of, limit, allowed).tolist()
 
     def _vectors_caught_up(self, scope: str, dim: int) -> ScopeVectors:

@@ -75,6 +75,19 @@ class _ReplicasMixin(_RecordsMixin):
         """The first ``limit`` active rows meeting ``filters`` of a replica's ranking
         (``ranked(n)``: its best ``n`` ids of any state), asked again for four times more in
         the rare case too few of them are."""
+        return self._kept_within(scope, ranked, limit, filters, None) or []
+
+    def _kept_within(
+        self,
+        scope: str,
+        ranked: Callable[[int], np.ndarray],
+        limit: int,
+        filters: Filters,
+        most: int | None,
+    ) -> list[int] | None:
+        """``_kept_in_order``, or None once it would ask for more than ``most`` rows. With
+        ``most``, each round asks for twice the rows the share kept so far says are enough
+        (at least twice as many as before), so a narrow filter gives up after one round."""
         want = limit
         while True:
             found = ranked(want)
@@ -82,18 +95,26 @@ class _ReplicasMixin(_RecordsMixin):
             kept = [int(i) for i in found if int(i) in active]
             if len(kept) >= limit or len(found) < want:
                 return kept[:limit]
-            want *= 4
+            if most is None:
+                want *= 4
+                continue
+            want = max(2 * want, 2 * limit * len(found) // max(1, len(kept)))
+            if want > most:
+                return None
 
     def _active_among(self, scope: str, ids: np.ndarray, filters: Filters) -> set[int]:
         """The rows of ``ids`` that are active and meet the filters."""
         if len(ids) == 0:
             return set()
         where, params = filter_condition(filters, "r", "postgres")
+        # A join, so each id is one primary-key probe: as ``r.id = ANY(...)`` beside an
+        # author filter the planner walked the author's rows and tested each against the
+        # whole list (1,176 ids among 17k rows at 100k: 130-260 ms, against 39).
         with self._connection() as conn:
             rows = conn.execute(
-                f"""SELECT r.id FROM records r
-                    WHERE r.scope = %(scope)s AND r.id = ANY(%(ids)s)
-                      AND r.state = 'active'{where}""",
+                f"""SELECT r.id FROM unnest(%(ids)s::bigint[]) AS k(id)
+                    JOIN records r ON r.scope = %(scope)s AND r.id = k.id
+                    WHERE r.state = 'active'{where}""",
                 {"scope": scope, "ids": ids.tolist(), **params},
             ).fetchall()
         return {row[0] for row in rows}
