@@ -12,6 +12,7 @@ from mempp.errors import StoreError
 from mempp.filters import Filters
 from mempp.store.filter_sql import filter_condition
 from mempp.store.postgres.records import _RecordsMixin
+from mempp.store.postgres.replicas import rows_by_id
 from mempp.vectors import UNDATED
 
 # Rows per block read for a vector replica (about 12 MB at 384-d).
@@ -135,7 +136,6 @@ class _ReplicasMixin(_RecordsMixin):
         """The scope's vectors of ``ids`` at unit length, in that order (zeros for an id the
         scope lacks): the exact rows a vector replica rescores its candidates with."""
         dim = self._bound_dim() or 0
-        out = np.zeros((len(ids), dim), dtype=np.float32)
         blocks = list(
             self._copied_vectors(
                 "SELECT id, 0::bigint, embedding FROM records WHERE scope = %s AND id = ANY(%s)",
@@ -144,14 +144,10 @@ class _ReplicasMixin(_RecordsMixin):
             )
         )
         if not blocks:
-            return out
+            return np.zeros((len(ids), dim), dtype=np.float32)
         found, _, rows = (np.concatenate(parts) for parts in zip(*blocks, strict=True))
         order = np.argsort(found)
-        found, rows = found[order], rows[order]
-        at = np.minimum(np.searchsorted(found, ids), len(found) - 1)
-        held = found[at] == ids
-        out[held] = rows[at[held]]
-        return out
+        return rows_by_id(found[order], rows[order], ids)
 
     def _copied_vectors(
         self, select: str, params: tuple[Any, ...], dim: int

@@ -178,9 +178,7 @@ class ScopeVectors:
         index = self._index
         if index is None or index.dim != dim:
             index = ExactVectorIndex(dim, exact_rows=exact_rows, quick_rows=self._quick_rows)
-            self._float32 = np.empty((0, dim), dtype=np.float32)
-            self._float32_ids = _EMPTY
-            self._filled = (_EMPTY, self._float32)
+            self._drop_float32(dim)
         for ids, keys, rows in fetch(index.max_id):
             count = len(ids)
             # Every row is active to the index: PostgreSQL keeps the active ones it ranks.
@@ -189,8 +187,7 @@ class ScopeVectors:
             if len(index) <= float32_rows:
                 self._keep_float32(ids, rows, float32_rows)
             elif len(self._filled[0]):
-                self._float32, self._float32_ids = np.empty((0, dim), dtype=np.float32), _EMPTY
-                self._filled = (_EMPTY, self._float32)
+                self._drop_float32(dim)
         self._index = index
 
     def ranked(
@@ -224,12 +221,23 @@ class ScopeVectors:
         self._filled = (self._float32_ids[:needed], self._float32[:needed])
 
     def _quick_rows(self, ids: np.ndarray) -> np.ndarray:
-        """The float32 rows of ``ids`` held here, zeros for the others (the index reads
-        those from PostgreSQL: a zero row never quantizes to a held row's codes)."""
-        held_ids, rows = self._filled
-        out = np.zeros((len(ids), rows.shape[1]), dtype=np.float32)
-        if len(held_ids):
-            at = np.minimum(np.searchsorted(held_ids, ids), len(held_ids) - 1)
-            held = held_ids[at] == ids
-            out[held] = rows[at[held]]
-        return out
+        """The float32 rows of ``ids`` held here, zeros for the others. The index reads
+        those from PostgreSQL: a zero row passes its check only for a row held as zero
+        itself (an erased one), which is that row's vector."""
+        return rows_by_id(*self._filled, ids)
+
+    def _drop_float32(self, dim: int) -> None:
+        self._float32 = np.empty((0, dim), dtype=np.float32)
+        self._float32_ids = _EMPTY
+        self._filled = (_EMPTY, self._float32)
+
+
+def rows_by_id(held_ids: np.ndarray, rows: np.ndarray, ids: np.ndarray) -> np.ndarray:
+    """The ``rows`` of ``ids`` (given the rows' ids, ascending), in that order, zeros for an
+    id not held."""
+    out = np.zeros((len(ids), rows.shape[1]), dtype=np.float32)
+    if len(held_ids):
+        at = np.minimum(np.searchsorted(held_ids, ids), len(held_ids) - 1)
+        held = held_ids[at] == ids
+        out[held] = rows[at[held]]
+    return out
