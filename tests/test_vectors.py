@@ -7,6 +7,9 @@ state changes and both sources of exact vectors.
 
 from __future__ import annotations
 
+import gc
+import sys
+
 import numpy as np
 import pytest
 
@@ -188,6 +191,29 @@ def test_the_scan_scores_rows_by_exact_integer_dot_products() -> None:
     assert np.abs(quantized).max() == 127 and np.abs(residue).max() <= 0.5 + 1e-5
     assert codes_l1 == np.abs(quantized.astype(np.int64)).sum()
     assert rounding == pytest.approx(float(np.linalg.norm(residue)), rel=1e-5)
+
+
+@pytest.mark.skipif(sys.version_info >= (3, 12), reason="None is immortal from Python 3.12")
+def test_searches_leave_nones_reference_count_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A native call that returns None one reference short takes one off None's count each
+    time, and the process aborts once it reaches zero (SimSIMD 6.5's ``cdist(out=...)`` did:
+    a server died after some thousands of searches)."""
+    monkeypatch.setattr(vectors, "_PARALLEL_ROWS", 64)  # the scan split across the pool
+    monkeypatch.setattr(vectors, "SCAN_THREADS", 2)
+    rng = np.random.default_rng(11)
+    rows = _unit(rng.standard_normal((600, 32)))
+    index = ExactVectorIndex(32)
+    index.append(np.arange(1, 601), rows, ["s"] * 600, (np.arange(600) % 50).tolist(), [True] * 600)
+    queries = _unit(rng.standard_normal((40, 32)))
+    index.search(queries[0], "s", 30, 5)  # pool threads, lazily made objects
+    gc.collect()
+    before = sys.getrefcount(None)
+    for _ in range(25):
+        for query in queries:
+            index.search(query, "s", None, 5)
+            index.search(query, "s", 30, 5)
+    gc.collect()
+    assert abs(sys.getrefcount(None) - before) < 100  # 2,000 scans, 4,000 scored parts
 
 
 def test_empty_unknown_and_edge_cases() -> None:
