@@ -34,7 +34,9 @@ from mempp.server.state import ServerState
 
 
 def serve(state: ServerState) -> tuple[str, uvicorn.Server, threading.Thread]:
-    sock = socket.socket()
+    # IPPROTO_TCP named: asyncio sets TCP_NODELAY only on sockets whose proto says TCP, and
+    # with proto 0 every response waited ~40 ms on Nagle and the client's delayed ACK.
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.bind(("127.0.0.1", 0))
     server = uvicorn.Server(uvicorn.Config(create_app(state, mcp=False), log_level="warning"))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)

@@ -102,7 +102,7 @@ def running_server(
             if name == "revoked":
                 keys.revoke_key(state.store, key.key_id)
     app = create_app(state, mcp=False)
-    sock = socket.socket()
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)  # see serving.py
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
