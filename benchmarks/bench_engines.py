@@ -233,7 +233,7 @@ def run_engine(
 ) -> dict[str, object]:
     embedder = PrecomputedEmbedder(corpus.table)
     result: dict[str, object] = {}
-    with Memory(location, embedder=embedder, settings=settings) as memory:
+    with Memory(location, embedder=embedder, settings=settings, recent_questions=0) as memory:
         seconds, _ = timed(lambda: memory.add_many(corpus.docs, batch_size=batch))
         result["ingest"] = len(corpus.docs) / seconds
         if engine == "postgres":

@@ -210,7 +210,8 @@ def main() -> None:
     else:
         location = postgres_url(args.postgres, corpus, args.pg_dir)
         cases = {"none": None}
-    with Memory(location, embedder=embedder_named(args.encoder)) as memory:
+    # Every combination asks each question: none may find its vector held by another.
+    with Memory(location, embedder=embedder_named(args.encoder), recent_questions=0) as memory:
         started = time.perf_counter()
         memory.warm()
         rss, peak = rss_gib()

@@ -26,6 +26,7 @@ from mempp.errors import EncoderMismatch, InvalidDate, InvalidInput, RecordNotFo
 from mempp.evidence import Evidence, EvidenceStyle, append_facts, render_evidence
 from mempp.filters import NO_FILTERS, Filters
 from mempp.packing import PackingOptions
+from mempp.question_vectors import RECENT_QUESTIONS, QuestionVectors
 from mempp.records import AddResult, Document, Hit, Record
 from mempp.retrieval import LegLists, fuse_and_select, run_legs, scope_bound, to_hits
 from mempp.settings import Settings, preset
@@ -53,6 +54,8 @@ class Memory:
     any of them closes it; a server closes it once, at shutdown).
     ``scope`` isolates tenants sharing one store. ``embedder`` defaults to the local
     all-MiniLM-L6-v2, loaded on first use. ``settings`` is a :class:`Settings` or a preset name.
+    ``recent_questions``: how many recent questions' vectors are held, so that one asked again
+    (the next page, another as-of bound) skips the encoder; 0 holds none.
     """
 
     def __init__(
@@ -62,12 +65,19 @@ class Memory:
         scope: str = DEFAULT_SCOPE,
         embedder: Embedder | None = None,
         settings: Settings | str = "default",
+        recent_questions: int = RECENT_QUESTIONS,
     ) -> None:
         self.scope = validate.scope(scope)
+        if not (validate.is_int(recent_questions) and 0 <= recent_questions <= 1 << 20):
+            raise InvalidInput(
+                f"must be an integer from 0 to {1 << 20}, got {validate.shown(recent_questions)}",
+                field="recent_questions",
+            )
         self.settings = _resolve_settings(settings)
         self._embedder = embedder
         self._embedder_lock = threading.Lock()
         self._encoder_bound = False
+        self._questions = QuestionVectors(recent_questions)
         self._store: Store = (
             location if isinstance(location, Store) else open_store(validate.location(location))
         )
@@ -281,9 +291,10 @@ class Memory:
         vector = self._query_encoding(question) if settings.w_vec > 0 else None
         return run_legs(self._store, self.scope, question, vector, as_of, settings, filters)
 
-    def _query_encoding(self, question: str) -> Callable[[], np.ndarray] | None:
-        """The call that encodes ``question``, or None while nothing is stored. The encoder is
-        loaded and checked against the store's here, so a mismatch fails before any leg."""
+    def _query_encoding(self, question: str) -> np.ndarray | Callable[[], np.ndarray] | None:
+        """The call that encodes ``question`` (its vector itself when it was asked lately), or
+        None while nothing is stored. The encoder is loaded and checked against the store's
+        here, so a mismatch fails before any leg."""
         stored = self._store.encoder()
         if stored is None:  # nothing stored yet: no vectors to compare with
             return None
@@ -293,7 +304,14 @@ class Memory:
                 f"{self._store.location} holds vectors of encoder {stored[0]} ({stored[1]}-d); "
                 f"this Memory uses {embedder.name} ({embedder.dim}-d)"
             )
-        return lambda: embedder.embed([question])[0]
+        held = self._questions.get(embedder.name, question)
+        if held is not None:  # asked again: no encoder, and no thread to run it on
+            return held
+
+        def encode() -> np.ndarray:
+            return self._questions.put(embedder.name, question, embedder.embed([question])[0])
+
+        return encode
 
     def evidence(
         self,
