@@ -37,9 +37,11 @@ def filter_condition(filters: Filters, alias: str, dialect: Dialect) -> tuple[st
         parts.append(f"{ranged}{alias}.event_key >= {slot('since')}")
         params["f_since"] = filters.since
     if filters.author is not None:
-        # The form records_dedupe indexes on both engines; the same rows, as a filter's author
-        # is never empty.
-        parts.append(f"coalesce({alias}.author, '') = {slot('author')}")
+        # SQLite: the form records_dedupe indexes; PostgreSQL: the bare column, which
+        # records_author_active holds (an index only scan). The same rows, as a filter's
+        # author is never empty.
+        author = f"coalesce({alias}.author, '')" if dialect == "sqlite" else f"{alias}.author"
+        parts.append(f"{author} = {slot('author')}")
         params["f_author"] = filters.author
     if filters.thread is not None:
         parts.append(f"{alias}.thread = {slot('thread')}")

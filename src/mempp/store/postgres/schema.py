@@ -392,6 +392,18 @@ MIGRATIONS: tuple[Migration, ...] = (
         # id (or of erased rows) walked every posting of the scope.
         ("CREATE INDEX record_tags_by_record ON record_tags (scope, record_id)",),
     ),
+    Migration(
+        8,
+        "an author's active rows by id, with their dates: author filters read the index only",
+        # An author filter keeps a scope's ids that the vector replica then ranks among. On
+        # the expression records_dedupe indexes, PostgreSQL reads every row from the heap
+        # (it cannot answer an expression index from the index alone): 1.0 s for an author
+        # of 170k rows among 1M, against 50 ms by this one (docs/scaling.md).
+        (
+            """CREATE INDEX records_author_active ON records (scope, author, id)
+                INCLUDE (event_key, ingested_key) WHERE state = 'active'""",
+        ),
+    ),
 )
 
 
