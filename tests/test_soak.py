@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import gc
 import sys
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -39,6 +40,18 @@ def _counts() -> dict[str, int]:
     return {repr(o): sys.getrefcount(o) for o in (None, True, False)}
 
 
+def _assert_counts_stay(round_: Callable[[int], None]) -> None:
+    """Run ``round_`` WARM_UP times, then COUNTED times between two counts."""
+    for k in range(WARM_UP):
+        round_(k)
+    before = _counts()
+    for k in range(WARM_UP, WARM_UP + COUNTED):
+        round_(k)
+    after = _counts()
+    drift = {name: after[name] - before[name] for name in before}
+    assert all(abs(d) < 100 for d in drift.values()), drift
+
+
 @pytest.mark.skipif(sys.version_info >= (3, 12), reason="None, True, False immortal from 3.12")
 def test_a_long_run_of_calls_leaves_singletons_reference_counts_alone(
     engine_location: str,  # noqa: F811
@@ -61,14 +74,7 @@ def test_a_long_run_of_calls_leaves_singletons_reference_counts_alone(
                 memory.history(record_id=record.id)
                 memory.get(record.id)
 
-        for k in range(WARM_UP):
-            round_(k)
-        before = _counts()
-        for k in range(WARM_UP, WARM_UP + COUNTED):
-            round_(k)
-        after = _counts()
-    drift = {name: after[name] - before[name] for name in before}
-    assert all(abs(d) < 100 for d in drift.values()), drift
+        _assert_counts_stay(round_)
 
 
 @pytest.mark.skipif(sys.version_info >= (3, 12), reason="None, True, False immortal from 3.12")
@@ -98,11 +104,4 @@ def test_a_long_run_of_http_requests_leaves_singletons_reference_counts_alone(
             bad = client.post("/search", json={"query": 5, "k": "many"})
             assert bad.status_code == 422
 
-        for k in range(WARM_UP):
-            round_(k)
-        before = _counts()
-        for k in range(WARM_UP, WARM_UP + COUNTED):
-            round_(k)
-        after = _counts()
-    drift = {name: after[name] - before[name] for name in before}
-    assert all(abs(d) < 100 for d in drift.values()), drift
+        _assert_counts_stay(round_)

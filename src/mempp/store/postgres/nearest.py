@@ -7,8 +7,9 @@ held as the embedded engine holds them (``mempp.vectors.ExactVectorIndex``: int8
 order, the candidates rescored with float32 rows read back from PostgreSQL, exact by its
 rounding bound), caught up before each search like the other replicas (``replicas``).
 PostgreSQL keeps the active rows of the ranking that meet the search's filters, asked again
-for more while too few do. Under a narrow filter it gives the ids of the active rows the
-filter keeps and the replica ranks among those; when they are at most
+for more while too few do. Under a narrow filter, and under an author filter always (an
+index holds those ids, ``records_author_active``), it gives the ids of the active rows the
+filters keep and the replica ranks among those; when they are at most
 ``exact_scan_max_rows``, an exact scan in SQL ranks them instead.
 
 The price: 0.44 kB of RAM a row at 384-d in each searching process (and 1.5 kB more in a
