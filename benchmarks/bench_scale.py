@@ -454,7 +454,8 @@ def measure(path: Path, queries: int, seed: int, filtered: int) -> dict[str, obj
         timings: dict[str, dict[str, list[float]]] = {}
         search_parts: dict[str, dict[str, list[float]]] = {}
         found: dict[str, list[list[int]]] = {}
-        for label, bound in bounds(path).items():
+        as_of_bounds = bounds(path)  # one read of every event key
+        for label, bound in as_of_bounds.items():
             timings[label] = {}
             for leg, fn in legs.items():
                 samples = []
@@ -486,7 +487,7 @@ def measure(path: Path, queries: int, seed: int, filtered: int) -> dict[str, obj
         again: list[float] = []
         if held:
             asking = Memory(store, embedder=embedder)  # shares the store: closed with memory
-            later = bounds(path)["50%"]
+            later = as_of_bounds["50%"]
             as_of = None if later is None else key_to_datetime(later)
             for question in questions:
                 asking.search(question)
@@ -495,7 +496,7 @@ def measure(path: Path, queries: int, seed: int, filtered: int) -> dict[str, obj
         result["rss after searches GiB"] = rss_gib()[0]
         matrix, ids, keys = floor_matrix(path)
         recall: dict[str, float] = {}
-        for label, bound in bounds(path).items():
+        for label, bound in as_of_bounds.items():
             samples = []
             exact_lists = []
             for vector in vectors:

@@ -36,7 +36,7 @@ class Running:
         self.sock.close()
 
 
-def start_server(app: object, *, graceful_s: float = 10.0) -> Running:
+def start_server(app: object, *, graceful_s: float = 10.0, lifespan: str = "auto") -> Running:
     # IPPROTO_TCP named: asyncio sets TCP_NODELAY only on sockets whose proto says TCP, and
     # with proto 0 every response waited ~40 ms on Nagle and the client's delayed ACK.
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
@@ -49,6 +49,7 @@ def start_server(app: object, *, graceful_s: float = 10.0) -> Running:
         port=port,
         log_level="warning",
         timeout_graceful_shutdown=graceful_s,
+        lifespan=lifespan,
     )
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
@@ -62,8 +63,8 @@ def start_server(app: object, *, graceful_s: float = 10.0) -> Running:
 
 
 @contextmanager
-def live_server(app: object, *, graceful_s: float = 10.0) -> Iterator[str]:
-    running = start_server(app, graceful_s=graceful_s)
+def live_server(app: object, *, graceful_s: float = 10.0, lifespan: str = "auto") -> Iterator[str]:
+    running = start_server(app, graceful_s=graceful_s, lifespan=lifespan)
     try:
         yield running.url
     finally:

@@ -9,15 +9,10 @@ scope's admin).
 
 from __future__ import annotations
 
-import socket
-import threading
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-
-import uvicorn
 
 from mempp import Memory
 from mempp.ingest import read_sources
@@ -28,6 +23,7 @@ from mempp.server.state import ServerState
 from mempp.store.base import GroupOutcome, StateChange
 
 from conftest import KeywordEmbedder
+from serving import live_server
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "acme"
 WORDS = ["team", "plan", "pricing", "launch", "secret", "seat", "webhook"]
@@ -101,21 +97,5 @@ def running_server(
             tokens[name] = token
             if name == "revoked":
                 keys.revoke_key(state.store, key.key_id)
-    app = create_app(state, mcp=False)
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)  # see serving.py
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started:
-        if time.monotonic() > deadline or not thread.is_alive():
-            raise RuntimeError("uvicorn did not start")
-        time.sleep(0.02)
-    try:
-        yield Served(f"http://127.0.0.1:{port}", db, tokens, ids)
-    finally:
-        server.should_exit = True
-        thread.join(timeout=30)
-        sock.close()
+    with live_server(create_app(state, mcp=False), lifespan="on") as url:
+        yield Served(url, db, tokens, ids)
