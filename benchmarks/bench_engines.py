@@ -56,7 +56,7 @@ import numpy as np
 
 from mempp import Memory, Settings, preset
 from mempp.dates import parse_as_of
-from mempp.query import lexical_query, tag_labels
+from mempp.search.query import lexical_query, tag_labels
 
 DIM = 384
 FUNCTION_WORDS = (

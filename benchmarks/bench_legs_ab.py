@@ -29,7 +29,7 @@ def main() -> None:
 
     from mempp import Memory
     from mempp.filters import NO_FILTERS
-    from mempp.query import lexical_query, tag_labels
+    from mempp.search.query import lexical_query, tag_labels
     from mempp.store.sqlite import legs
 
     questions = Corpus(args.seed).questions(args.queries)

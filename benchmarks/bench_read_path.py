@@ -39,7 +39,7 @@ from typing import Any
 
 import numpy as np
 
-import mempp.retrieval as retrieval
+import mempp.search.retrieval as retrieval
 from bench_scale import FIRST_DAY, SPAN_DAYS, Corpus, StandInEncoder, bounds, rss_gib
 from mempp import Memory
 from mempp.dates import key_to_datetime

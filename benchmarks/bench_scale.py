@@ -426,7 +426,7 @@ def measure(path: Path, queries: int, seed: int, filtered: int) -> dict[str, obj
     import mempp
     from mempp import Memory
     from mempp.dates import key_to_datetime
-    from mempp.query import lexical_query, tag_labels
+    from mempp.search.query import lexical_query, tag_labels
 
     corpus = Corpus(seed)
     questions = corpus.questions(queries)

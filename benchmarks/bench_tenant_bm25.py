@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from conftest import KeywordEmbedder
 
 from mempp import Memory, Settings  # isort: skip
-from mempp.query import lexical_query  # isort: skip
+from mempp.search.query import lexical_query  # isort: skip
 
 
 def corpus(rng: random.Random, vocabulary: list[str], n: int, skew: float) -> list[str]:

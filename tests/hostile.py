@@ -286,7 +286,7 @@ def cli_args(draw: st.DrawFn) -> list[str]:
 def run_cli(argv: list[str], *, stdin: bytes = b"", allowed: tuple[int, ...] = (0, 2)) -> int:
     """``mempp ARGV`` in this process: an allowed exit code, and one stderr line when it is
     an input error (ingest's exit 3 reports one line per failed item)."""
-    from mempp.cli import main
+    from mempp.cli.main import main
 
     out, err = io.StringIO(), io.StringIO()
     fake_stdin = io.TextIOWrapper(io.BytesIO(stdin), encoding="utf-8")

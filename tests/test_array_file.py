@@ -1,4 +1,4 @@
-"""The array file beside the database (``mempp.array_file``): arrays come back exactly, and
+"""The array file beside the database (``mempp.index.array_file``): arrays come back exactly, and
 a file that is truncated, damaged or not one is refused with its name, never misread."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from mempp import array_file
+from mempp.index import array_file
 
 
 def _arrays() -> dict[str, np.ndarray]:

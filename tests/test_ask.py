@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from mempp import Memory, PackingOptions, Settings
-from mempp.answer import (
+from mempp.llm import LLMClient, LLMReplyError
+from mempp.llm.answer import (
     CONTEXT_CHARS,
     EMPTY_CONTEXT,
     NOT_IN_MEMORY,
@@ -17,7 +18,6 @@ from mempp.answer import (
     answer_from_context,
     ask,
 )
-from mempp.llm import LLMClient, LLMReplyError
 
 import fake_openai
 from conftest import KeywordEmbedder

@@ -23,7 +23,7 @@ import pytest
 
 from mempp.bench import cli, llm_eval, runner, systems
 from mempp.bench.chunking import whitespace_spans
-from mempp.judge import subpoint_weight
+from mempp.bench.judge import subpoint_weight
 from test_bench_run import KEYWORDS, _conversation, parse, write_tiny_locomo
 
 from conftest import KeywordEmbedder

@@ -17,7 +17,7 @@ from mempp.bench.chunking import whitespace_spans
 from mempp.bench.datasets import Benchmark, Question
 from mempp.bench.retrieve import MemppRetriever, clean_question
 from mempp.dates import parse_as_of
-from mempp.packing import PackingOptions
+from mempp.search.packing import PackingOptions
 from mempp.store import open_store
 from mempp.store.postgres import mask_url
 

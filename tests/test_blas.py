@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 from threadpoolctl import ThreadpoolController, threadpool_info
 
-from mempp import blas
-from mempp.blas import one_blas_thread
+from mempp.threads import blas
+from mempp.threads.blas import one_blas_thread
 
 
 def _blas_threads() -> list[int]:

@@ -11,7 +11,7 @@ import pytest
 
 from mempp import Memory, Settings, preset
 from mempp.filters import NO_FILTERS, Filters
-from mempp.query import lexical_query
+from mempp.search.query import lexical_query
 
 from conftest import KeywordEmbedder
 
@@ -117,7 +117,7 @@ def test_replica_is_not_used_for_multi_token_terms(db_path) -> None:
         memory.add_many([f"row {i} budget" for i in range(30)])
         memory.store.bm25_min_rows = 0
         _wait_for_replica(memory)
-        from mempp.query import LexicalQuery
+        from mempp.search.query import LexicalQuery
 
         assert (
             memory.store._lexical_in_ram(
@@ -186,7 +186,7 @@ def test_replica_is_saved_beside_the_file_and_reused_while_it_matches(db_path, m
 def test_a_replica_saved_as_npz_by_an_earlier_mempp_is_loaded_and_replaced(
     db_path, monkeypatch
 ) -> None:
-    from mempp.bm25 import Bm25Index
+    from mempp.index.bm25 import Bm25Index
     from mempp.store.sqlite import replicas
     from test_bm25_index import write_format_1
 

@@ -8,8 +8,8 @@ import math
 import numpy as np
 import pytest
 
-from mempp import bm25
-from mempp.bm25 import Bm25Index
+from mempp.index import bm25
+from mempp.index.bm25 import Bm25Index
 
 
 def _batches(rng: np.random.Generator, rows: int, terms: int, parts: int):

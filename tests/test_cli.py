@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from mempp.cli import main
+from mempp.cli.main import main
 from mempp.store import open_store
 from mempp.store.sqlite import MIGRATIONS
 

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from mempp.cli import main
+from mempp.cli.main import main
 
 from fake_openai import FakeOpenAI
 

@@ -47,7 +47,7 @@ the engines agree on plain words, but their analysers differ:
   "communication" share ``commun`` in porter only; "dying"/"die", "lying"/"lie",
   "skies"/"sky" and "fly"/"flies" conflate in Snowball only.
 * stop words: FTS5 has none; PostgreSQL's english configuration drops 127 stop words from
-  documents and queries. The conjunctive stop list in ``mempp.query`` already removes all of
+  documents and queries. The conjunctive stop list in ``mempp.search.query`` already removes all of
   them except ``don``, ``s``, ``t`` (so "don't" still constrains a SQLite query but not a PG
   one); the short disjunctive list removes 16, so in disjunctive mode words such as
   "about", "this", "that", "have", "not", "only", "over" match in SQLite and are ignored by
@@ -55,7 +55,7 @@ the engines agree on plain words, but their analysers differ:
 * accents: FTS5 ``unicode61 remove_diacritics 2`` folds "café" to "cafe"; PostgreSQL's
   english configuration (no ``unaccent``) keeps them distinct.
 * compound tokens: PostgreSQL's parser keeps numbers with a dot ("3.14", "v1.2"), e-mail
-  addresses, host names and URL paths as single lexemes, where FTS5 and ``mempp.query``
+  addresses, host names and URL paths as single lexemes, where FTS5 and ``mempp.search.query``
   split them at punctuation, so a query "3.14" (terms ``3``, ``14``) matches in SQLite only.
   Hyphenated words are indexed whole *and* in parts by PostgreSQL, so they match in both.
 * very long words (over 2047 bytes) are not indexed by PostgreSQL; FTS5 indexes them.
@@ -93,8 +93,8 @@ from mempp import EncoderMismatch, InvalidInput, Memory, Settings, StoreError, p
 from mempp.dates import parse_as_of
 from mempp.errors import RecordNotFound
 from mempp.filters import Filters
-from mempp.query import LexicalQuery, date_spans
 from mempp.records import Document, Hit
+from mempp.search.query import LexicalQuery, date_spans
 from mempp.store import open_store
 from mempp.store.postgres import PostgresStore
 from mempp.store.sqlite import SQLiteStore
@@ -701,7 +701,7 @@ def test_hostile_queries_never_raise(engine_location: str, mode: str) -> None:
                 # the default: phrases, one term per stem, the date leg, thread context
                 default = preset("default").with_(lexical_mode=mode)
                 assert isinstance(memory.search(query, settings=default), list)
-            # Raw terms and phrases straight to the store, bypassing mempp.query's tokeniser.
+            # Raw terms and phrases straight to the store, bypassing mempp.search.query's tokeniser.
             raw = LexicalQuery((query, "alpha"), mode, (query, f"alpha {query}"), True)
             assert isinstance(memory.store.lexical(memory.scope, raw, None, 10), list)
         assert len(memory) == 2  # nothing was dropped or changed

@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 from mempp import InvalidInput, Memory, Settings, StoreError
-from mempp.consolidate import (
+from mempp.llm import LLMClient
+from mempp.llm.consolidate import (
     MERGE_MAX_TOKENS,
     RunReport,
     consolidate,
@@ -22,7 +23,6 @@ from mempp.consolidate import (
     parse_label,
     undo,
 )
-from mempp.llm import LLMClient
 from mempp.store import sqlite as sqlite_store
 from mempp.store.base import ConsolidationStore, StateConflict, supports
 
@@ -134,7 +134,7 @@ def test_grouping_is_greedy_and_not_transitive() -> None:
 
 
 def test_blocked_grouping_matches_the_naive_definition(monkeypatch) -> None:
-    import mempp.consolidate as module
+    import mempp.llm.consolidate as module
 
     rng = np.random.default_rng(7)
     base = rng.normal(size=(6, 8))

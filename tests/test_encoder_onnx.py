@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from mempp import EncoderMismatch, Memory
-from mempp.cli import main
+from mempp.cli.main import main
 from mempp.encoders import embedder_named
 from mempp.encoders.minilm import EncoderUnavailable, MiniLMEmbedder
 

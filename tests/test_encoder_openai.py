@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from mempp import EncoderMismatch, InvalidInput, Memory
-from mempp.cli import main
+from mempp.cli.main import main
 from mempp.encoders import embedder_named
 from mempp.encoders.openai import OpenAIEmbedder
 from mempp.llm import LLMError, LLMReplyError, LLMUnavailable

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from mempp import InvalidInput, Settings, render_evidence
-from mempp.packing import PackingOptions
 from mempp.records import Hit, Record
+from mempp.search.packing import PackingOptions
 
 
 @pytest.fixture
@@ -77,7 +77,7 @@ def test_memory_evidence_matches_search(keyword_memory) -> None:
     assert "2024-01-01" in evidence.text and "alpha two" not in evidence.text
 
 
-# -- packing (mempp.packing) -------------------------------------------------------------------
+# -- packing (mempp.search.packing) --------------------------------------------------------------
 LONG = "\n\n".join(
     [
         "Opening: minutes of the launch review, written up by the programme office.",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from mempp.fusion import (
+from mempp.search.fusion import (
     Fused,
     add_date_leg,
     add_thread_context,

@@ -10,15 +10,15 @@ from typing import Any
 import pytest
 
 from mempp import InvalidInput, Memory, Settings, StoreError
-from mempp.evidence import FACTS_HEADING, RelatedFact
-from mempp.graph import (
+from mempp.llm import LLMClient, LLMUnavailable
+from mempp.llm.graph import (
     MAX_FACTS,
     GraphOptions,
     entity_key,
     extract,
     related_facts,
 )
-from mempp.llm import LLMClient, LLMUnavailable
+from mempp.search.evidence import FACTS_HEADING, RelatedFact
 from mempp.store.base import GraphStore, supports
 
 import fake_openai

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from mempp import Memory
-from mempp.cli import main
+from mempp.cli.main import main
 
 import fake_openai
 from conftest import KeywordEmbedder

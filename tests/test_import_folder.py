@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from mempp import Document, InvalidInput, Memory
-from mempp.cli import main
+from mempp.cli.main import main
 from mempp.errors import MemppError
 from mempp.importers import Importer, Skipped, get, names, run_import
 from test_import_mail import CHAIN, build_mbox

@@ -9,8 +9,8 @@ import sqlite3
 import pytest
 
 from mempp import Document, InvalidInput, Memory
-from mempp.export import record_line
 from mempp.importers import get, run_import
+from mempp.transfer.export import record_line
 from test_import_mail import CHAIN, build_mbox
 from test_import_slack import GENERAL_0312, build_export
 

@@ -7,8 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from mempp.errors import InvalidInput
-from mempp.judge import (
+from mempp.bench.judge import (
     CANDIDATE_CHARS,
     LONGMEMEVAL_TYPES,
     LabelJudgement,
@@ -27,6 +26,7 @@ from mempp.judge import (
     summarize_rubric,
     token_f1,
 )
+from mempp.errors import InvalidInput
 from mempp.llm import LLMClient
 
 import fake_openai

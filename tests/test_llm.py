@@ -461,7 +461,7 @@ def test_the_deadline_caps_retries_and_says_so(server):
 
 
 def test_a_slow_reply_is_announced_while_waiting(server, monkeypatch):
-    monkeypatch.setattr("mempp.llm.NOTICE_AFTER", 0.2)
+    monkeypatch.setattr("mempp.llm.client.NOTICE_AFTER", 0.2)
     notices: list[str] = []
     server.reply("late", delay=0.8)
     with make_client(server, notify=notices.append) as client:
@@ -584,7 +584,7 @@ def test_errors_are_mempp_errors():
 
 def test_llm_is_not_imported_by_mempp():
     code = (
-        "import sys, mempp, mempp.answer, mempp.judge, mempp.cli; "
+        "import sys, mempp, mempp.llm.answer, mempp.bench.judge, mempp.cli; "
         "print('mempp.llm' in sys.modules, 'httpx' in sys.modules)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

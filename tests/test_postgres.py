@@ -17,10 +17,10 @@ import psycopg
 import pytest
 
 from mempp import EncoderMismatch, InvalidInput, Memory, MemppError, Settings, StoreError, preset
-from mempp.cli import main
+from mempp.cli.main import main
 from mempp.dates import parse_as_of
-from mempp.query import lexical_query
 from mempp.records import Document
+from mempp.search.query import lexical_query
 from mempp.store import open_store
 from mempp.store.postgres import MIGRATIONS, PostgresStore, mask_url, prepare_threshold_from_env
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from mempp import InvalidInput, Memory
-from mempp.question_vectors import RECENT_QUESTIONS, QuestionVectors
+from mempp.search.question_vectors import RECENT_QUESTIONS, QuestionVectors
 from mempp.store import open_store
 
 from conftest import KeywordEmbedder

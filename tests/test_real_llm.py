@@ -24,9 +24,9 @@ from typing import Any
 import pytest
 
 from mempp import Memory
-from mempp.answer import ask
-from mempp.cli import main
+from mempp.cli.main import main
 from mempp.llm import LLMClient, LLMError, placeholder_problem
+from mempp.llm.answer import ask
 
 CHAT_URL = os.environ.get("MEMPP_TEST_LLM_URL")
 EMBED_URL = os.environ.get("MEMPP_TEST_EMBED_URL")
@@ -134,7 +134,7 @@ def test_ask(memory: Memory, llm: LLMClient, as_of: str | None) -> None:
 
 # -- consolidation -----------------------------------------------------------------------------
 def test_consolidate_and_undo(memory: Memory, llm: LLMClient) -> None:
-    from mempp.consolidate import consolidate, history, undo
+    from mempp.llm.consolidate import consolidate, history, undo
 
     before = rows(memory)
     started = time.monotonic()
@@ -161,7 +161,7 @@ def test_consolidate_and_undo(memory: Memory, llm: LLMClient) -> None:
 
 # -- the entity graph --------------------------------------------------------------------------
 def test_graph_extract_and_facts(memory: Memory, llm: LLMClient) -> None:
-    from mempp.graph import extract, related_facts
+    from mempp.llm.graph import extract, related_facts
 
     before = rows(memory)
     started = time.monotonic()
@@ -194,7 +194,7 @@ def test_graph_extract_and_facts(memory: Memory, llm: LLMClient) -> None:
 
 # -- judges ------------------------------------------------------------------------------------
 def test_judges(llm: LLMClient) -> None:
-    from mempp import judge
+    from mempp.bench import judge
 
     started = time.monotonic()
     subpoints = [{"id": "S1", "max_score": 1, "criterion": "says 15 April", "fail_criterion": ""}]

@@ -17,7 +17,7 @@ import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from mempp.cli import main
+from mempp.cli.main import main
 from mempp.server import keys
 from mempp.server.app import create_app
 from mempp.server.state import ServerState

@@ -6,7 +6,7 @@ import pytest
 
 from mempp import InvalidInput, Settings, preset
 from mempp.dates import parse_as_of, parse_event_date
-from mempp.query import date_spans, lexical_query, question_as_of, tag_labels
+from mempp.search.query import date_spans, lexical_query, question_as_of, tag_labels
 
 QUESTION = "What did Jane Doe decide about the Q3 pricing of the Team plan, and why was it changed?"
 

@@ -1,4 +1,4 @@
-"""The tag leg's in-RAM postings (mempp.tag_index): the same ranking as the SQL it replaces.
+"""The tag leg's in-RAM postings (mempp.index.tags): the same ranking as the SQL it replaces.
 
 The pure ranking is checked against a brute-force count on random lists (hypothesis); each
 engine's in-RAM path against the SQL ranking, with ties, several labels, filters, as-of
@@ -18,11 +18,11 @@ from hypothesis import strategies as st
 
 from mempp import Memory
 from mempp.filters import NO_FILTERS, Filters
+from mempp.index.tags import TagPostings, rank_tagged
 from mempp.store.postgres import PostgresStore
 from mempp.store.postgres import replicas as pg_replicas
 from mempp.store.sqlite import SQLiteStore
 from mempp.store.sqlite import replicas as sqlite_replicas
-from mempp.tag_index import TagPostings, rank_tagged
 
 import engines
 from conftest import KeywordEmbedder
@@ -238,7 +238,7 @@ def test_erasure_in_another_process_is_noticed(tmp_path: Path, rng: random.Rando
 # -- the vector index's eligibility for every id at once (used by the lexical leg) ---------
 @pytest.mark.parametrize("gaps", [False, True])
 def test_eligible_by_id_equals_eligible(gaps: bool) -> None:
-    from mempp.vectors import ExactVectorIndex
+    from mempp.index.vectors import ExactVectorIndex
 
     generator = np.random.default_rng(16)
     index = ExactVectorIndex(4)

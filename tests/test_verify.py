@@ -10,7 +10,7 @@ import sqlite3
 import pytest
 
 from mempp import Memory
-from mempp.cli import main
+from mempp.cli.main import main
 
 from conftest import KeywordEmbedder
 from engines import engine_location, pg_server, pg_url  # noqa: F401 - fixtures

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from mempp import Memory
-from mempp.ingest import read_sources
+from mempp.importers.files import read_sources
 from mempp.llm import LLMClient
 from mempp.server import keys
 from mempp.server.app import create_app

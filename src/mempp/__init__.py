@@ -16,10 +16,10 @@ from mempp.errors import (
     RecordNotFound,
     StoreError,
 )
-from mempp.evidence import Evidence, EvidenceRow, render_evidence
 from mempp.memory import Memory
-from mempp.packing import PackingOptions
 from mempp.records import AddResult, Document, Hit, Record
+from mempp.search.evidence import Evidence, EvidenceRow, render_evidence
+from mempp.search.packing import PackingOptions
 from mempp.settings import PRESETS, Settings, preset
 
 __version__ = "0.1.0"

@@ -23,21 +23,21 @@ from mempp import validate
 from mempp.dates import key_to_datetime, parse_as_of
 from mempp.encoders import Embedder, default_embedder
 from mempp.errors import EncoderMismatch, InvalidDate, InvalidInput, RecordNotFound
-from mempp.evidence import Evidence, EvidenceStyle, append_facts, render_evidence
 from mempp.filters import NO_FILTERS, Filters
-from mempp.packing import PackingOptions
-from mempp.question_vectors import RECENT_QUESTIONS, QuestionVectors
 from mempp.records import AddResult, Document, Hit, Record
-from mempp.retrieval import LegLists, fuse_and_select, run_legs, scope_bound, to_hits
+from mempp.search.evidence import Evidence, EvidenceStyle, append_facts, render_evidence
+from mempp.search.packing import PackingOptions
+from mempp.search.question_vectors import RECENT_QUESTIONS, QuestionVectors
+from mempp.search.retrieval import LegLists, fuse_and_select, run_legs, scope_bound, to_hits
 from mempp.settings import Settings, preset
 from mempp.store import Store, open_store
 from mempp.store.verify import Check
 
 if TYPE_CHECKING:  # the LLM modules load only when ask() runs
-    from mempp.answer import Answer
-    from mempp.consolidate import UndoReport
-    from mempp.graph import GraphOptions
     from mempp.llm import LLMClient
+    from mempp.llm.answer import Answer
+    from mempp.llm.consolidate import UndoReport
+    from mempp.llm.graph import GraphOptions
     from mempp.timeline import Changes, Correction, HistoryEntry
 
 DateLike = str | date | datetime | None
@@ -335,9 +335,9 @@ class Memory:
     ) -> Evidence:
         """Search, then render the hits as a dated, attributed evidence block.
 
-        With ``packing`` (see :mod:`mempp.packing`), long records below the best-ranked are
+        With ``packing`` (see :mod:`mempp.search.packing`), long records below the best-ranked are
         shown as query-focused excerpts, each naming its record id, so more records fit the
-        budget. With ``graph`` (Mem^g++, see :mod:`mempp.graph`), one LLM call finds the
+        budget. With ``graph`` (Mem^g++, see :mod:`mempp.llm.graph`), one LLM call finds the
         entities the query names and at most 5 related triples follow the rows, under the
         same budget. The filters are those of :meth:`search` (graph facts honour ``as_of``
         only).
@@ -357,7 +357,7 @@ class Memory:
         )
         if graph is None:
             return evidence
-        from mempp.graph import facts_for_evidence
+        from mempp.llm.graph import facts_for_evidence
 
         bound = self.effective_as_of(query, as_of=as_of, settings=settings)
         facts = facts_for_evidence(self, validate.query(query), graph, bound)
@@ -383,12 +383,12 @@ class Memory:
     ) -> Answer:
         """Answer from this memory's evidence with a language model, citing record ids.
 
-        See :func:`mempp.answer.ask`. ``llm`` defaults to ``LLMClient.from_env()``; with no
+        See :func:`mempp.llm.answer.ask`. ``llm`` defaults to ``LLMClient.from_env()``; with no
         evidence the answer is ``"not in memory"`` and no model is called. The filters are
         those of :meth:`search`.
         """
-        from mempp.answer import ask
         from mempp.llm import LLMClient
+        from mempp.llm.answer import ask
 
         validate.query(question, "question")
         validate.count(k, "k", maximum=validate.MAX_K)
@@ -503,7 +503,7 @@ class Memory:
 
     def undo(self, run_id: int) -> UndoReport:
         """Undo a correction or a consolidation run (an erasure cannot be undone)."""
-        from mempp.consolidate import undo
+        from mempp.llm.consolidate import undo
 
         return undo(self, run_id)
 

@@ -31,13 +31,13 @@ class Settings:
     ``tag_ngrams`` lets multi-word names in a question ("Jane Doe") reach the tag label
     ``jane-doe``. ``w_date`` (0 = off) weighs the date leg: rows dated within a day or month
     the question names ("on March 31, 2023", "in May 2023", "2023-11-15"), ranked by the
-    other legs (see ``mempp.fusion.add_date_leg``). ``phrases`` adds the question's two-word
+    other legs (see ``mempp.search.fusion.add_date_leg``). ``phrases`` adds the question's two-word
     phrases (adjacent content words) to a disjunctive lexical leg; ``unique_stems`` counts a
     stem once however many question words reduce to it. ``thread_weight`` (0 = off) is the
     share of its fused score a row lends to the next row of its thread, ``thread_weight ** 2``
-    to the one after, up to ``thread_depth`` rows (see ``mempp.fusion.add_thread_context``).
+    to the one after, up to ``thread_depth`` rows (see ``mempp.search.fusion.add_thread_context``).
     ``as_of_in_question`` (opt-in) lets an "as of <date>" phrase in the question set the as-of
-    bound when the caller passes none (see ``mempp.query.question_as_of``).
+    bound when the caller passes none (see ``mempp.search.query.question_as_of``).
     ``lexical_rank`` picks PostgreSQL's lexical ranking: ``"cover_density"`` is the paper's
     ``ts_rank_cd``, ``"bm25"`` the ranking SQLite always uses (it has no cover density).
     ``reserve_rule`` says how many recency slots a search of ``k`` rows gets (see

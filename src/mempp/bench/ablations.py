@@ -5,12 +5,12 @@ on the store every other system reads (a consolidation archives and supersedes r
 adds tables). Each copy lives next to the benchmark store and is keyed by that store's cache
 key and the model, so a rerun reuses it and makes no call:
 
-* ``consolidated-<key>/store.db``: consolidation (``mempp.consolidate.consolidate``, threshold
+* ``consolidated-<key>/store.db``: consolidation (``mempp.llm.consolidate.consolidate``, threshold
   0.85) run once per scope the questions touch. A scope is recorded in ``manifest.json`` only
   when its run finished, so an interrupted scope is undone and run again (its successful calls
   come back from the LLM cache). Merged rows stand for every benchmark item of the rows they
   replace, so gold-evidence metrics still apply.
-* ``graph-<key>/store.db``: ``mempp.graph.extract`` once per row of the scopes the questions
+* ``graph-<key>/store.db``: ``mempp.llm.graph.extract`` once per row of the scopes the questions
   touch. Extraction is incremental (a row is marked when done, a failed row stays pending), so
   a rerun only asks for the rows still pending.
 
@@ -59,7 +59,7 @@ class AblationError(MemppError):
 
 @dataclass(slots=True)
 class ScopeView:
-    """The part of a ``Memory`` that ``mempp.graph`` reads (its store and scope).
+    """The part of a ``Memory`` that ``mempp.llm.graph`` reads (its store and scope).
 
     The benchmark keeps one store open for every scope (LoCoMo has 10, LongMemEval one per
     question), as the retrieval systems do, instead of opening a ``Memory`` per scope.
@@ -175,7 +175,7 @@ def consolidated_store(
 ) -> ConsolidatedStore:
     """The benchmark store copied and consolidated once per scope in ``scopes`` (reused when
     already done for this store, model and threshold)."""
-    from mempp.consolidate import consolidate
+    from mempp.llm.consolidate import consolidate
 
     started = time.perf_counter()
     key = _key(
@@ -241,7 +241,7 @@ def consolidated_store(
 def _undo_unfinished(memory: Memory) -> None:
     """Undo consolidation runs of the scope not yet recorded as done (an interrupted run, or
     one that hit a transport failure), newest first, so the scope starts from the copy."""
-    from mempp.consolidate import history, undo
+    from mempp.llm.consolidate import history, undo
 
     for run in reversed(history(memory)):
         if run.kind == "consolidate" and not run.dry_run and run.undone_by is None:
@@ -288,7 +288,7 @@ def graph_store(
 ) -> GraphCopy:
     """The benchmark store copied, with triples extracted for every active row of ``scopes``
     not yet extracted (one call per row)."""
-    from mempp.graph import extract
+    from mempp.llm.graph import extract
 
     started = time.perf_counter()
     key = _key({"format": FORMAT, "store": ingested.key, "model": llm.model})

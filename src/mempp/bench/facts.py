@@ -19,7 +19,7 @@ SQLite file beside the cached benchmark store (``facts-<key>/facts.sqlite``, key
 store's cache key, the model and this module's prompt version), which is never written; no
 store schema, no migration.
 
-Extraction rules (as for the graph, :mod:`mempp.graph`): the reply's JSON schema is sent with
+Extraction rules (as for the graph, :mod:`mempp.llm.graph`): the reply's JSON schema is sent with
 the prompt (:meth:`mempp.llm.LLMClient.chat_json`); a reply that is empty, malformed, echoes
 the instructions, lists no fact, or lists only facts whose words the document lacks is a
 **failed** call: counted, nothing stored, the document stays pending and is asked again on the
@@ -46,9 +46,9 @@ import numpy as np
 from mempp.bench.retrieve import clean_question, date_key
 from mempp.encoders import Embedder
 from mempp.errors import MemppError
-from mempp.graph import document_messages, triples_max_tokens
-from mempp.query import lexical_query, storable_query
+from mempp.llm.graph import document_messages, triples_max_tokens
 from mempp.records import Record
+from mempp.search.query import lexical_query, storable_query
 from mempp.settings import Settings
 from mempp.store import Store
 from mempp.store.sqlite.legs import fts_match_expression

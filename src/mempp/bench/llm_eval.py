@@ -2,8 +2,8 @@
 
 For each question and each answered system, the system's rendered evidence, cut to the answer
 window (the OrgMemBench harness keeps the first 40,000 characters), goes to
-:func:`mempp.answer.answer_from_context` (the harness's basic answerer). The answer is then
-graded by the benchmark's judge (:mod:`mempp.judge`):
+:func:`mempp.llm.answer.answer_from_context` (the harness's basic answerer). The answer is then
+graded by the benchmark's judge (:mod:`mempp.bench.judge`):
 
 * OrgMemBench: the rubric judge, ``judge_runs`` runs at temperature 0; a question's score is the
   weighted facet sum computed in code; the benchmark score is 0-100 with the standard deviation
@@ -37,7 +37,7 @@ from mempp.bench.systems import PACKED, System
 from mempp.errors import InvalidInput, MemppError
 
 if TYPE_CHECKING:  # the LLM modules load only when an endpoint is configured
-    from mempp.judge import LabelJudgement, RubricJudgement
+    from mempp.bench.judge import LabelJudgement, RubricJudgement
     from mempp.llm import LLMClient, LLMConfig
     from mempp.store import Store
 
@@ -341,7 +341,7 @@ class AnswerJudge:
     # -- one task -----------------------------------------------------------------------------
     def one(self, task: AnswerTask) -> Outcome:
         """Answer one question for one system, then judge the answer."""
-        from mempp.answer import answer_from_context
+        from mempp.llm.answer import answer_from_context
 
         question = task.question
         update = _empty(None)
@@ -364,7 +364,7 @@ class AnswerJudge:
         self._succeeded()
         update["answer_text"] = answer
         if self.benchmark.name == "locomo":
-            from mempp.judge import bleu1, token_f1
+            from mempp.bench.judge import bleu1, token_f1
 
             # Pure functions of the answer: they stand even if the judge fails.
             update["answer_f1"] = token_f1(answer, question.reference)
@@ -385,8 +385,8 @@ class AnswerJudge:
     def _with_graph_facts(self, task: AnswerTask) -> tuple[str, list[dict[str, Any]]]:
         """Mem^g++: at most 5 graph facts after the rows, under the same character budget
         (whole lines only, none when the rows fill the window), as ``Memory.evidence`` does."""
-        from mempp.evidence import Evidence, append_facts
-        from mempp.graph import related_facts
+        from mempp.llm.graph import related_facts
+        from mempp.search.evidence import Evidence, append_facts
 
         if self.graph_store is None:
             raise InvalidInput("mempp-graph needs the graph store")
@@ -405,7 +405,7 @@ class AnswerJudge:
     def _judge(
         self, question: Question, answer: str
     ) -> tuple[RubricJudgement | None, LabelJudgement | None, dict[str, Any]]:
-        from mempp import judge
+        from mempp.bench import judge
 
         llm = self.clients.judge
         if self.benchmark.name == "orgmembench":
@@ -539,7 +539,7 @@ def summarize(
 
     Figures are over the questions that got a score: a failure is counted, not averaged in.
     """
-    from mempp.judge import label_summary, summarize_rubric
+    from mempp.bench.judge import label_summary, summarize_rubric
 
     status = Counter(o.status for o in outcomes)
     out: dict[str, Any] = {

@@ -174,9 +174,9 @@ def _packing_section(results: Mapping[str, Any], packed: list[Mapping[str, Any]]
         "",
         f"The headline is whole documents (`{HEADLINE_SYSTEM}`); "
         + ", ".join(f"`{n}`" for n in names)
-        + " is an option (evidence packing, `mempp.packing`): records longer than a threshold "
-        "are shown as query-focused excerpts, each marked with the record id of its full text, "
-        "so more records fit the window.",
+        + " is an option (evidence packing, `mempp.search.packing`): records longer than a "
+        "threshold are shown as query-focused excerpts, each marked with the record id of its "
+        "full text, so more records fit the window.",
         "",
         "### Evidence packing (option)",
         "",

@@ -8,8 +8,8 @@
 * RAG-N ranks the chunks of the scope's history by cosine with the question vector.
 * Full context is the scope's history in date order (oldest first).
 
-Every system's evidence is rendered the same way (``mempp.evidence`` layout: entries joined by a
-blank line), so the answer-window metrics compare like with like.
+Every system's evidence is rendered the same way (``mempp.search.evidence`` layout: entries joined
+by a blank line), so the answer-window metrics compare like with like.
 """
 
 from __future__ import annotations
@@ -22,10 +22,10 @@ import numpy as np
 from mempp.bench.chunking import Chunk, parts_per_item
 from mempp.bench.metrics import WindowEntry
 from mempp.dates import parse_event_date
-from mempp.evidence import SEPARATOR, EvidenceStyle, render_evidence
-from mempp.packing import PackingOptions
 from mempp.records import Hit, Record
-from mempp.retrieval import LegLists, fuse_and_select, run_legs, to_hits
+from mempp.search.evidence import SEPARATOR, EvidenceStyle, render_evidence
+from mempp.search.packing import PackingOptions
+from mempp.search.retrieval import LegLists, fuse_and_select, run_legs, to_hits
 from mempp.settings import Settings
 from mempp.store import Store
 

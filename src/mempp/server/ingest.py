@@ -12,7 +12,7 @@ from collections import Counter
 from collections.abc import AsyncIterable, Awaitable, Callable
 from typing import Any, TypeVar
 
-from mempp.ingest import parse_json_line
+from mempp.importers.files import parse_json_line
 from mempp.memory import DEFAULT_BATCH, Memory
 from mempp.records import Document
 from mempp.server.schemas import IngestFailure, IngestOut

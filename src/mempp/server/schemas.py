@@ -16,7 +16,7 @@ from mempp import validate
 from mempp.dates import parse_as_of, parse_event_date
 from mempp.errors import InvalidInput, MemppError
 from mempp.filters import Filters
-from mempp.packing import CAP, PASSAGE, THRESHOLD, WHOLE_FIRST, PackingOptions
+from mempp.search.packing import CAP, PASSAGE, THRESHOLD, WHOLE_FIRST, PackingOptions
 from mempp.settings import PRESETS
 
 MAX_K = 1000  # tighter than the library's: every hit travels whole in the response

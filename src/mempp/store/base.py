@@ -19,8 +19,8 @@ import numpy as np
 
 from mempp.errors import InvalidInput, StoreError
 from mempp.filters import NO_FILTERS, Filters
-from mempp.query import LexicalQuery
 from mempp.records import AddResult, Document, Record, State
+from mempp.search.query import LexicalQuery
 
 T = TypeVar("T")
 
@@ -188,9 +188,9 @@ class Store(Protocol):
 
 
 # -- optional capabilities -------------------------------------------------------------------
-# The LLM layers (mempp.consolidate, mempp.graph) need more than the read and write paths. An
-# engine offers them by implementing the protocols below; the layers check for them at run time
-# (``supports``), so an engine without them still serves every read and write.
+# The LLM layers (mempp.llm.consolidate, mempp.llm.graph) need more than the read and write
+# paths. An engine offers them by implementing the protocols below; the layers check for them at
+# run time (``supports``), so an engine without them still serves every read and write.
 
 
 class StateConflict(StoreError):

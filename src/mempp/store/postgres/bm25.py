@@ -5,7 +5,7 @@ statistics: a common word weighs as much as a rare one, and it must score every 
 which for an OR of common words is most of a scope. The default preset ranks by BM25 instead,
 as SQLite does. This replica holds, per scope, the postings of PostgreSQL's own ``tsvector``
 column (Snowball lexemes; a lexeme's term frequency is its number of positions) in a
-:class:`mempp.bm25.Bm25Index` over row numbers local to the scope, plus each row's event key,
+:class:`mempp.index.bm25.Bm25Index` over row numbers local to the scope, plus each row's event key,
 and scores with the same formula (k1 = 1.2, b = 0.75; N and the mean length over the scope's
 rows of every state and date, as FTS5 counts over its whole table).
 
@@ -29,7 +29,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from mempp.bm25 import Bm25Index
+from mempp.index.bm25 import Bm25Index
 
 # (ids, event keys, {lexeme: (ids, term frequencies, positions)}) of the rows after a given
 # id; a lexeme's positions are those of its rows in turn, each row's ascending.

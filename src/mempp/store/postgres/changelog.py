@@ -91,7 +91,7 @@ def _json(value: Mapping[str, Any]) -> str:
 class _ChangeLogMixin(_RecordsMixin):
     """Consolidation runs, their groups and logged state changes, and undo."""
 
-    # -- consolidation (mempp.consolidate) ---------------------------------------------
+    # -- consolidation (mempp.llm.consolidate) ---------------------------------------------
     def current_vectors(self, scope: str) -> tuple[np.ndarray, np.ndarray]:
         dim = self._bound_dim() or 0
         # Binary results: pgvector's binary loader copies the floats, where the text format

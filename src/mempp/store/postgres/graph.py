@@ -24,7 +24,7 @@ def _no_nul(text: str | None) -> str | None:
 class _GraphMixin(_PostgresBase):
     """Triples of the entity graph and which rows were extracted."""
 
-    # -- entity graph (mempp.graph) ------------------------------------------------------
+    # -- entity graph (mempp.llm.graph) ------------------------------------------------------
     def pending_extraction(self, scope: str, ids: Collection[int] | None) -> list[int]:
         narrow = "" if ids is None else " AND r.id = ANY(%(ids)s::bigint[])"
         with self._connection() as conn:

@@ -9,7 +9,7 @@ from collections.abc import Collection, Sequence
 import numpy as np
 
 from mempp.filters import NO_FILTERS, Filters
-from mempp.query import LexicalQuery, storable_query
+from mempp.search.query import LexicalQuery, storable_query
 from mempp.store.base import followers_in_order
 from mempp.store.filter_sql import filter_condition
 from mempp.store.postgres.bm25 import Postings, ScopeReplica

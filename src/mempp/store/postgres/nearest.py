@@ -3,7 +3,7 @@
 pgvector's HNSW walk, the only fast way in SQL past a few thousand rows, is approximate, and
 under an as-of bound or on vectors without clusters far from exact: recall@50 0.125 at 100k
 rows and 0.020 at 1M on the benchmark corpus (docs/scaling.md). Here each scope's vectors are
-held as the embedded engine holds them (``mempp.vectors.ExactVectorIndex``: int8 in date
+held as the embedded engine holds them (``mempp.index.vectors.ExactVectorIndex``: int8 in date
 order, the candidates rescored with float32 rows read back from PostgreSQL, exact by its
 rounding bound), caught up before each search like the other replicas (``replicas``).
 PostgreSQL keeps the active rows of the ranking that meet the search's filters, asked again

@@ -10,10 +10,10 @@ import numpy as np
 
 from mempp.errors import StoreError
 from mempp.filters import Filters
+from mempp.index.vectors import UNDATED
 from mempp.store.filter_sql import filter_condition
 from mempp.store.postgres.records import _RecordsMixin
 from mempp.store.postgres.replicas import rows_by_id
-from mempp.vectors import UNDATED
 
 # Rows per block read for a vector replica (about 12 MB at 384-d).
 _VECTOR_BLOCK = 8192

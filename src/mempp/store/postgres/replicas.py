@@ -18,8 +18,8 @@ from typing import Generic, Protocol, TypeVar
 
 import numpy as np
 
-from mempp.tag_index import TagPostings
-from mempp.vectors import ExactRows, ExactVectorIndex
+from mempp.index.tags import TagPostings
+from mempp.index.vectors import ExactRows, ExactVectorIndex
 
 
 class Replica(Protocol):
@@ -144,7 +144,7 @@ _ONE_SCOPE = ""  # the index's only scope: a replica holds one
 
 class ScopeVectors:
     """One scope's vectors for an exact search: the int8 scan copy of
-    ``mempp.vectors.ExactVectorIndex``, its candidates rescored with float32 rows read from
+    ``mempp.index.vectors.ExactVectorIndex``, its candidates rescored with float32 rows read from
     PostgreSQL, or, while the scope holds at most ``float32_rows`` rows, from a float32 copy
     held here, which spares a small scope those round trips. Rows are held at unit
     length, so the dot product ranks as pgvector's cosine distance does. ``catch_up`` runs

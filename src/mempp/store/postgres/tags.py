@@ -1,10 +1,10 @@
-"""The PostgreSQL engine's tag leg: each scope's tag postings in RAM (``mempp.tag_index``).
+"""The PostgreSQL engine's tag leg: each scope's tag postings in RAM (``mempp.index.tags``).
 
 In SQL the leg joins ``record_tags`` to ``records`` and groups: every posting of every asked
 label is visited and its row looked up, and a frequent author's label holds a sixth of a
 scope (p99 215 ms at 100k rows, docs/scaling.md). Here a scope's postings and its rows' event
 keys are held in RAM, caught up like the BM25 replica (``replicas``): the ranking touches only
-what decides it (``mempp.tag_index``) with the as-of bound applied from the keys, and
+what decides it (``mempp.index.tags``) with the as-of bound applied from the keys, and
 PostgreSQL keeps the active rows of the result that meet the search's filters.
 """
 
@@ -15,7 +15,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from mempp.filters import NO_FILTERS, Filters
-from mempp.query import UNSTORABLE
+from mempp.search.query import UNSTORABLE
 from mempp.store.filter_sql import filter_condition
 from mempp.store.postgres.replica_reads import _ReplicasMixin
 from mempp.store.postgres.replicas import ScopeCache, ScopeTags

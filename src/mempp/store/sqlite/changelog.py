@@ -51,7 +51,7 @@ def _row_to_run(row: sqlite3.Row | tuple) -> RunInfo:
 class _ChangeLogMixin(_RecordsMixin):
     """Consolidation runs, their groups and logged state changes, and undo."""
 
-    # -- consolidation (mempp.consolidate) ---------------------------------------------
+    # -- consolidation (mempp.llm.consolidate) ---------------------------------------------
     def current_vectors(self, scope: str) -> tuple[np.ndarray, np.ndarray]:
         encoder = self.encoder()
         dim = encoder[1] if encoder else 0

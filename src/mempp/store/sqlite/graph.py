@@ -19,7 +19,7 @@ _TRIPLE_COLUMNS = (
 class _GraphMixin(_SQLiteBase):
     """Triples of the entity graph and which rows were extracted."""
 
-    # -- entity graph (mempp.graph) ------------------------------------------------------
+    # -- entity graph (mempp.llm.graph) ------------------------------------------------------
     def pending_extraction(self, scope: str, ids: Collection[int] | None) -> list[int]:
         narrow = "" if ids is None else " AND r.id IN (SELECT value FROM json_each(:ids))"
         with self._lock:

@@ -12,13 +12,13 @@ from dataclasses import replace
 
 import numpy as np
 
-from mempp.background import started
 from mempp.filters import NO_FILTERS, Filters
-from mempp.query import LexicalQuery, storable_query
+from mempp.index.vectors import ExactVectorIndex
+from mempp.search.query import LexicalQuery, storable_query
 from mempp.store.base import followers_in_order
 from mempp.store.filter_sql import filter_condition
 from mempp.store.sqlite.replicas import _eligible, _ReplicasMixin
-from mempp.vectors import ExactVectorIndex
+from mempp.threads.background import started
 
 # Filtered id sets kept for the next searches (see _LegsMixin._filtered_ids).
 _FILTERED_KEPT = 8

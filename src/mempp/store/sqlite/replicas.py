@@ -16,8 +16,10 @@ from pathlib import Path
 
 import numpy as np
 
-from mempp.bm25 import Bm25Index, postings_from_groups
 from mempp.errors import StoreError
+from mempp.index.bm25 import Bm25Index, postings_from_groups
+from mempp.index.tags import TagPostings
+from mempp.index.vectors import ExactVectorIndex
 from mempp.store.sqlite.exact_file import EXACT_FILE_SUFFIX, ExactFile
 from mempp.store.sqlite.records import _RecordsMixin
 from mempp.store.sqlite.schema import (
@@ -35,8 +37,6 @@ from mempp.store.sqlite.vector_file import (
 )
 from mempp.store.sqlite.vector_file import load as load_vector_index
 from mempp.store.sqlite.vector_file import save as save_vector_index
-from mempp.tag_index import TagPostings
-from mempp.vectors import ExactVectorIndex
 
 # The BM25 replica is saved beside the database as <file>-bm25.arrays and loaded next time if it
 # still describes the file; it is rebuilt once the rows added since outnumber an eighth of it
@@ -100,7 +100,7 @@ def _saved_bm25(conn: sqlite3.Connection, path: Path) -> Bm25Index | None:
 # Rows per fetch when loading vectors into the in-RAM index.
 _LOAD_CHUNK = 20_000
 
-# The tag leg's postings (mempp.tag_index) are read on the searching connection below this
+# The tag leg's postings (mempp.index.tags) are read on the searching connection below this
 # many rows (0.1 s at 100k), else in a thread of their own while SQL serves (1 s at 1M). Rows
 # added since are looked up per search for the asked labels only (one index seek each); the
 # postings are read afresh once those outnumber an eighth of them (or this many rows).

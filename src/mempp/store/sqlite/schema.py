@@ -20,21 +20,21 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from mempp.bm25 import Bm25Index
 from mempp.errors import StoreError
 from mempp.filters import Filters
+from mempp.index.bm25 import Bm25Index
+from mempp.index.tags import TagPostings
+from mempp.index.vectors import ExactVectorIndex
 from mempp.store.base import UNDATED_DEDUPE_KEY as UNDATED_KEY
 from mempp.store.migrations import Migration, newest, pending
 from mempp.store.sqlite.exact_file import ExactFile
-from mempp.tag_index import TagPostings
-from mempp.vectors import ExactVectorIndex
 
 T = TypeVar("T")
 
 BUSY_TIMEOUT_S = 60.0
 FTS_TOKENIZE = "porter unicode61 remove_diacritics 2"
 # Below this many records FTS5 ranks an OR query in a few ms; above it, the exact in-RAM
-# replica of its bm25() (mempp.bm25) is built in the background and used once ready.
+# replica of its bm25() (mempp.index.bm25) is built in the background and used once ready.
 BM25_RAM_MIN_ROWS = 20_000
 # The BM25 replica is saved beside the database as <file>-bm25.arrays (mempp.store.sqlite.replicas);
 # mempp before the array file saved it as <file>-bm25.npz, read once and replaced.

@@ -1,7 +1,7 @@
 """The vector index's scan copy saved beside the database, as ``<file>-vectors.arrays``.
 
 Loading a million float32 blobs through SQLite and quantising them takes tens of seconds;
-reading back the quantised copy takes well under one. The file (``mempp.array_file``: a JSON
+reading back the quantised copy takes well under one. The file (``mempp.index.array_file``: a JSON
 header, raw arrays, a CRC-32 each) holds what ``ExactVectorIndex.export`` gives: ids, scope
 codes, event keys and states in id order, int8 codes, scales and the date order in scan
 order, and in its header the scope names, the encoder (name, dimension), the state epoch
@@ -25,8 +25,8 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from mempp import array_file
-from mempp.vectors import ExactRows, ExactVectorIndex
+from mempp.index import array_file
+from mempp.index.vectors import ExactRows, ExactVectorIndex
 
 VECTOR_FILE_SUFFIX = "-vectors.arrays"
 # Below this many rows SQLite loads the vectors in well under a second: no file is saved.

@@ -23,7 +23,7 @@ from functools import lru_cache
 from itertools import pairwise
 
 from mempp.errors import InvalidInput
-from mempp.query import ENGLISH_STOP_WORDS, word_tokens
+from mempp.search.query import ENGLISH_STOP_WORDS, word_tokens
 
 ELISION = "[…]"
 # Defaults, chosen on the OrgMemBench development half (docs/benchmarks.md, "Evidence packing").

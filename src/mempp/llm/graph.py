@@ -29,8 +29,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from mempp.dates import parse_as_of
 from mempp.errors import InvalidInput
-from mempp.evidence import RelatedFact
 from mempp.records import Record
+from mempp.search.evidence import RelatedFact
 from mempp.store.base import GraphStore, Triple, TripleHit, supports
 
 if TYPE_CHECKING:  # the LLM client loads only when the graph is used

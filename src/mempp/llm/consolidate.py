@@ -20,7 +20,7 @@ No row is deleted and no text changes: only ``state``/``superseded_by`` move, an
 logged (runs, groups, changes) so that :func:`undo` can put it back. A dry run makes the label
 calls and logs the groups and labels as a run marked ``dry_run``, but changes no row.
 
-    from mempp.consolidate import consolidate, undo
+    from mempp.llm.consolidate import consolidate, undo
     report = consolidate(memory, LLMClient.from_env(), threshold=0.85)
     print(report.to_dict())
     undo(memory, report.run_id)

@@ -27,7 +27,7 @@ from mempp.filters import Filters
 if TYPE_CHECKING:  # keep mempp.memory and mempp.llm out of this module's import time
     from mempp.llm import LLMClient
     from mempp.memory import Memory
-    from mempp.packing import PackingOptions
+    from mempp.search.packing import PackingOptions
     from mempp.settings import Settings
 
 __all__ = [

@@ -19,15 +19,15 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 from mempp import validate
+from mempp.cli.time import COMMANDS as TIME_COMMANDS
+from mempp.cli.time import add_filter_arguments, filters_from
+from mempp.cli.time import add_parser as add_time_parser
+from mempp.cli.time import run as run_time_command
 from mempp.encoders import ENV_ENCODER, embedder_named
 from mempp.errors import InvalidInput, MemppError
-from mempp.evidence import Evidence
-from mempp.packing import PackingOptions
 from mempp.records import Record
-from mempp.time_cli import COMMANDS as TIME_COMMANDS
-from mempp.time_cli import add_filter_arguments, filters_from
-from mempp.time_cli import add_parser as add_time_parser
-from mempp.time_cli import run as run_time_command
+from mempp.search.evidence import Evidence
+from mempp.search.packing import PackingOptions
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_PARTIAL = 0, 1, 2, 3
 INFO_SCOPES_SHOWN = 10  # `info` names this many scopes; --json lists them all
@@ -155,11 +155,11 @@ def build_parser() -> argparse.ArgumentParser:
     add_filter_arguments(ask)
 
     from mempp.bench.cli import add_parser as add_bench_parser
-    from mempp.graph_cli import add_parser as add_graph_parser
+    from mempp.cli.graph import add_parser as add_graph_parser
 
     add_bench_parser(commands)
     add_graph_parser(commands)
-    from mempp.integrity import add_parser as add_verify_parser
+    from mempp.cli.verify import add_parser as add_verify_parser
 
     add_verify_parser(commands)
     add_time_parser(commands)
@@ -244,7 +244,7 @@ def _dispatch(args: argparse.Namespace) -> int:
 
         return run_bench(args)
     if args.command == "graph":
-        from mempp.graph_cli import run as run_graph
+        from mempp.cli.graph import run as run_graph
 
         return run_graph(args, _open)
     if args.command in ("serve", "mcp", "keys"):  # mempp.server's commands
@@ -334,7 +334,7 @@ def _dispatch(args: argparse.Namespace) -> int:
         if args.command == "consolidate":
             return _consolidate(memory, args, llm)
         if args.command == "verify":
-            from mempp.integrity import run as run_verify
+            from mempp.cli.verify import run as run_verify
 
             return run_verify(memory, args)
         if args.command in TIME_COMMANDS:
@@ -495,7 +495,7 @@ def _info(memory, args: argparse.Namespace) -> int:  # type: ignore[no-untyped-d
 
 
 def _export(memory, args: argparse.Namespace) -> int:  # type: ignore[no-untyped-def]
-    from mempp.export import write_jsonl
+    from mempp.transfer.export import write_jsonl
 
     records = memory.records(active_only=args.active_only)
     if args.out is None:
@@ -564,7 +564,7 @@ def _evidence(memory, args: argparse.Namespace) -> int:  # type: ignore[no-untyp
 
 
 def _ask(memory, args: argparse.Namespace, llm) -> int:  # type: ignore[no-untyped-def]
-    from mempp.answer import ask
+    from mempp.llm.answer import ask
 
     answer = ask(
         memory,
@@ -591,7 +591,7 @@ def _ask(memory, args: argparse.Namespace, llm) -> int:  # type: ignore[no-untyp
 
 
 def _consolidate(memory, args: argparse.Namespace, llm) -> int:  # type: ignore[no-untyped-def]
-    from mempp.consolidate import consolidate, undo
+    from mempp.llm.consolidate import consolidate, undo
 
     if args.undo is not None:
         result = undo(memory, args.undo)

@@ -23,7 +23,7 @@ from itertools import islice
 
 import numpy as np
 
-from mempp import array_file
+from mempp.index import array_file
 
 K1 = 1.2
 B = 0.75
@@ -172,7 +172,7 @@ class Bm25Index:
                 self._merge()
 
     def save(self, path: str | os.PathLike[str]) -> None:
-        """Write the index to ``path`` (``mempp.array_file``: a checksummed header and raw
+        """Write the index to ``path`` (``mempp.index.array_file``: a checksummed header and raw
         arrays), atomically: a reader sees the old file or the new one. ``load`` reads it
         back; postings added later are appended."""
         with self._lock:

@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from mempp.background import started
 from mempp.filters import NO_FILTERS, Filters
-from mempp.fusion import (
+from mempp.records import Hit
+from mempp.search.fusion import (
     Fused,
     add_date_leg,
     add_thread_context,
@@ -23,10 +23,10 @@ from mempp.fusion import (
     rrf,
     select_with_reserve,
 )
-from mempp.query import date_spans, lexical_query, question_as_of, tag_labels
-from mempp.records import Hit
+from mempp.search.query import date_spans, lexical_query, question_as_of, tag_labels
 from mempp.settings import LEGS, Settings
 from mempp.store.base import Store
+from mempp.threads.background import started
 
 
 @dataclass(frozen=True, slots=True)

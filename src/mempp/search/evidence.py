@@ -5,7 +5,7 @@ them, see which rows belong to one conversation (thread), and cite the record id
 ``style="paper"`` reproduces the authors' harness instead: ``"{i}. {text}"`` with no header,
 for runs where date and speaker lead the stored text.
 
-Optional packing (``packing=PackingOptions(), query=...``, see :mod:`mempp.packing`) shows a
+Optional packing (``packing=PackingOptions(), query=...``, see :mod:`mempp.search.packing`) shows a
 long record as query-focused excerpts, under a marker line naming the record, so that more
 records fit a window; without it every record is shown whole.
 """
@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from typing import Literal
 
 from mempp.errors import InvalidInput
-from mempp.packing import Excerpt, PackingOptions, pack, whole
 from mempp.records import Hit
+from mempp.search.packing import Excerpt, PackingOptions, pack, whole
 
 EvidenceStyle = Literal["headers", "paper"]
 TRUNCATION_MARK = " [...]"
@@ -144,7 +144,7 @@ def render_evidence(
     the entry that crosses it is cut (ending with ``[...]``) and no later entry is shown.
 
     With ``packing``, records longer than its threshold are shown as excerpts chosen for
-    ``query`` (the question's text, required then; see :mod:`mempp.packing`); without it the
+    ``query`` (the question's text, required then; see :mod:`mempp.search.packing`); without it the
     output is the same as it has always been.
     """
     if style not in ("headers", "paper"):

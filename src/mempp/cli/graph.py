@@ -1,4 +1,4 @@
-"""``mempp graph extract|facts``: the entity graph (:mod:`mempp.graph`) from the command line.
+"""``mempp graph extract|facts``: the entity graph (:mod:`mempp.llm.graph`) from the command line.
 
 ``extract`` runs one LLM call per active row not yet extracted (``--limit`` caps them), with a
 progress bar and a one-line summary; rows whose call failed stay pending and are named on
@@ -84,7 +84,7 @@ def run(args: argparse.Namespace, open_memory: Callable[[argparse.Namespace], Me
 def _extract(memory: Memory, llm: LLMClient, args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
-    from mempp.graph import extract
+    from mempp.llm.graph import extract
     from mempp.store.base import GraphStore, supports
 
     store = memory.store
@@ -107,7 +107,7 @@ def _extract(memory: Memory, llm: LLMClient, args: argparse.Namespace) -> int:
 
 
 def _facts(memory: Memory, llm: LLMClient, args: argparse.Namespace) -> int:
-    from mempp.graph import related_facts
+    from mempp.llm.graph import related_facts
 
     facts = related_facts(
         memory,
