@@ -6,7 +6,8 @@ import multiprocessing
 
 import pytest
 
-from mempp import InvalidDate, InvalidInput, Memory, PackingOptions, Settings, vectors
+from mempp import InvalidDate, InvalidInput, Memory, PackingOptions, Settings
+from mempp.index import vectors
 
 from conftest import KeywordEmbedder
 
