@@ -4,14 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from mempp.search.fusion import (
-    Fused,
-    add_date_leg,
-    add_thread_context,
-    recency,
-    rrf,
-    select_with_reserve,
-)
+from mempp.search.fusion import Fused, add_date_leg, add_thread_context, rrf
+from mempp.search.reserve import recency, select_with_reserve
 from mempp.settings import PRESETS, Settings, preset
 
 

@@ -15,15 +15,9 @@ import numpy as np
 
 from mempp.filters import NO_FILTERS, Filters
 from mempp.records import Hit
-from mempp.search.fusion import (
-    Fused,
-    add_date_leg,
-    add_thread_context,
-    recency,
-    rrf,
-    select_with_reserve,
-)
+from mempp.search.fusion import Fused, add_date_leg, add_thread_context, rrf
 from mempp.search.query import date_spans, lexical_query, question_as_of, tag_labels
+from mempp.search.reserve import recency, select_with_reserve
 from mempp.settings import LEGS, Settings
 from mempp.store.base import Store
 from mempp.threads.background import started
