@@ -15,6 +15,10 @@ from datetime import UTC, date, datetime, time, timedelta
 from mempp.errors import InvalidDate
 from mempp.validate import shown
 
+# What a date argument of the public API accepts: an ISO 8601 string, a date, a datetime, or
+# None (no bound).
+DateLike = str | date | datetime | None
+
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _DATE_ONLY = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 # fromisoformat also takes week dates and other rarities; accept the common calendar forms only.

@@ -14,13 +14,12 @@ import os
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from datetime import date, datetime
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from mempp import validate
-from mempp.dates import key_to_datetime, parse_as_of
+from mempp.dates import DateLike, key_to_datetime, parse_as_of
 from mempp.encoders import Embedder, default_embedder
 from mempp.errors import EncoderMismatch, InvalidDate, InvalidInput, RecordNotFound
 from mempp.filters import NO_FILTERS, Filters
@@ -40,7 +39,6 @@ if TYPE_CHECKING:  # the LLM modules load only when ask() runs
     from mempp.llm.graph import GraphOptions
     from mempp.timeline import Changes, Correction, HistoryEntry
 
-DateLike = str | date | datetime | None
 DocumentLike = Document | Mapping[str, Any] | str
 DEFAULT_SCOPE = "default"
 DEFAULT_BATCH = 64

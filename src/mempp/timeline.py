@@ -29,7 +29,8 @@ from mempp.store.base import (
 )
 
 if TYPE_CHECKING:
-    from mempp.memory import DateLike, Memory
+    from mempp.dates import DateLike
+    from mempp.search.reader import Reader
 
 # A neighbour found by the legs joins a subject's history when its fused score is at least
 # this share of the anchor's: the anchor's own lexical and vector ranks are 1, so a row needs
@@ -126,7 +127,7 @@ class Changes:
 
 # -- reading -----------------------------------------------------------------------------------
 def history(
-    memory: Memory,
+    memory: Reader,
     query: str | None = None,
     *,
     record_id: int | None = None,
@@ -195,7 +196,7 @@ def history(
 
 
 def changes(
-    memory: Memory,
+    memory: Reader,
     since: DateLike,
     until: DateLike,
     *,
@@ -251,7 +252,7 @@ def changes(
     )
 
 
-def corrections(memory: Memory) -> list[Correction]:
+def corrections(memory: Reader) -> list[Correction]:
     """Every manual correction of the scope, oldest first (undone ones included)."""
     store = _consolidation_store(memory)
     out = []
@@ -264,7 +265,7 @@ def corrections(memory: Memory) -> list[Correction]:
 
 # -- corrections ---------------------------------------------------------------------------------
 def supersede(
-    memory: Memory, old_id: int, *, by: int, reason: str, actor: str | None = None
+    memory: Reader, old_id: int, *, by: int, reason: str, actor: str | None = None
 ) -> Correction:
     """Mark ``old_id`` as superseded by ``by`` (its state unchanged: the read path lets a
     superseded row compete, and ``history`` shows the link). Refused, with nothing changed:
@@ -287,7 +288,7 @@ def supersede(
     return _correct(memory, "supersede", (old_id, by), (change,), why, who, by=by)
 
 
-def archive(memory: Memory, record_id: int, *, reason: str, actor: str | None = None) -> Correction:
+def archive(memory: Reader, record_id: int, *, reason: str, actor: str | None = None) -> Correction:
     """Archive a record: it leaves every search and stays in the record (and in ``history``).
     Refused, with nothing changed, for an unknown or already archived or redacted row."""
     record_id = _record_id(record_id, "record_id")
@@ -301,7 +302,7 @@ def archive(memory: Memory, record_id: int, *, reason: str, actor: str | None = 
     return _correct(memory, "archive", (record_id,), (change,), why, who)
 
 
-def redact(memory: Memory, record_id: int, *, reason: str, actor: str | None = None) -> Correction:
+def redact(memory: Reader, record_id: int, *, reason: str, actor: str | None = None) -> Correction:
     """Erase a record for good (a legal erasure request): its content and everything derived
     from it go; a tombstone (id, dates, state ``redacted``, when, why, by whom) stays, so the
     history still shows that something was there. Logged; cannot be undone. Refused, with
@@ -318,7 +319,7 @@ def redact(memory: Memory, record_id: int, *, reason: str, actor: str | None = N
 
 
 def _correct(
-    memory: Memory,
+    memory: Reader,
     operation: str,
     members: tuple[int, ...],
     changes: tuple[StateChange, ...],
@@ -342,7 +343,7 @@ def _correct(
 
 
 # -- helpers ----------------------------------------------------------------------------------
-def _refuse_cycle(memory: Memory, old_id: int, new: Record) -> None:
+def _refuse_cycle(memory: Reader, old_id: int, new: Record) -> None:
     """Follow ``new``'s chain of successors: reaching ``old_id`` would close a loop."""
     seen = {new.id}
     current = new
@@ -361,7 +362,7 @@ def _refuse_cycle(memory: Memory, old_id: int, new: Record) -> None:
         current = found[current.superseded_by]
 
 
-def _existing(memory: Memory, ids: Sequence[int]) -> dict[int, Record]:
+def _existing(memory: Reader, ids: Sequence[int]) -> dict[int, Record]:
     found = memory.store.get(memory.scope, ids)
     for row in ids:
         if row not in found:
@@ -420,14 +421,14 @@ def _positive(name: str, value: object) -> None:
         raise InvalidInput(f"{name} must be an integer >= 1, got {value!r}")
 
 
-def _timeline_store(memory: Memory) -> TimelineStore:
+def _timeline_store(memory: Reader) -> TimelineStore:
     store = memory.store
     supports(store, TimelineStore, "history and changes")
     assert isinstance(store, TimelineStore)
     return store
 
 
-def _consolidation_store(memory: Memory) -> ConsolidationStore:
+def _consolidation_store(memory: Reader) -> ConsolidationStore:
     store = memory.store
     supports(store, ConsolidationStore, "corrections")
     assert isinstance(store, ConsolidationStore)

@@ -26,8 +26,8 @@ from mempp.filters import Filters
 
 if TYPE_CHECKING:  # keep mempp.memory and mempp.llm out of this module's import time
     from mempp.llm import LLMClient
-    from mempp.memory import Memory
     from mempp.search.packing import PackingOptions
+    from mempp.search.reader import Reader
     from mempp.settings import Settings
 
 __all__ = [
@@ -133,7 +133,7 @@ def answer_messages(question: str, evidence_text: str, as_of: str | None) -> lis
 
 
 def ask(
-    memory: Memory,
+    memory: Reader,
     question: str,
     *,
     as_of: str | date | datetime | None = None,

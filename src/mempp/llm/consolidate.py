@@ -53,7 +53,7 @@ from mempp.store.base import (
 
 if TYPE_CHECKING:  # the LLM client loads only when a run starts
     from mempp.llm import LLMClient
-    from mempp.memory import Memory
+    from mempp.search.reader import ScopedStore
 
 __all__ = [
     "DEFAULT_THRESHOLD",
@@ -484,7 +484,7 @@ class _Decision:
 
 
 def consolidate(
-    memory: Memory,
+    memory: ScopedStore,
     llm: LLMClient,
     *,
     threshold: float = DEFAULT_THRESHOLD,
@@ -535,7 +535,7 @@ def _check_threshold(threshold: float) -> float:
     return float(threshold)
 
 
-def _merge_embedder(memory: Memory) -> Callable[[str], np.ndarray]:
+def _merge_embedder(memory: ScopedStore) -> Callable[[str], np.ndarray]:
     """Embeds merged text with the Memory's encoder, checked once against the store's."""
     checked = False
 
@@ -547,7 +547,7 @@ def _merge_embedder(memory: Memory) -> Callable[[str], np.ndarray]:
             if stored is not None and stored != (embedder.name, embedder.dim):
                 raise EncoderMismatch(
                     f"{memory.store.location} holds vectors of encoder {stored[0]} "
-                    f"({stored[1]}-d); this Memory uses {embedder.name} ({embedder.dim}-d)"
+                    f"({stored[1]}-d); this ScopedStore uses {embedder.name} ({embedder.dim}-d)"
                 )
             checked = True
         return embedder.embed([text])[0]
@@ -556,7 +556,7 @@ def _merge_embedder(memory: Memory) -> Callable[[str], np.ndarray]:
 
 
 def _decide(
-    memory: Memory,
+    memory: ScopedStore,
     llm: LLMClient,
     item: tuple[int, list[int]],
     *,
@@ -586,7 +586,7 @@ def _describe(exc: Exception) -> str:
 
 
 def _apply(
-    memory: Memory,
+    memory: ScopedStore,
     store: ConsolidationStore,
     run_id: int,
     decision: _Decision,
@@ -637,7 +637,7 @@ def _prospective_changes(decision: _Decision) -> int:
 
 
 def _log_failure(
-    memory: Memory,
+    memory: ScopedStore,
     store: ConsolidationStore,
     run_id: int,
     group: int,
@@ -650,7 +650,7 @@ def _log_failure(
 
 
 # -- undo and history --------------------------------------------------------------------------
-def undo(memory: Memory, run_id: int) -> UndoReport:
+def undo(memory: ScopedStore, run_id: int) -> UndoReport:
     """Restore every state run ``run_id`` changed, and archive the merged rows it wrote.
 
     All or nothing: if any of those rows changed again since (another run, a manual
@@ -668,7 +668,7 @@ def undo(memory: Memory, run_id: int) -> UndoReport:
     return UndoReport(run_id, undo_id, restored, merged)
 
 
-def history(memory: Memory) -> list[RunInfo]:
+def history(memory: ScopedStore) -> list[RunInfo]:
     """Every consolidation and undo run of the scope, oldest first."""
     store = memory.store
     supports(store, ConsolidationStore, "consolidation")

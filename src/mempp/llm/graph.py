@@ -34,8 +34,9 @@ from mempp.search.evidence import RelatedFact
 from mempp.store.base import GraphStore, Triple, TripleHit, supports
 
 if TYPE_CHECKING:  # the LLM client loads only when the graph is used
+    from mempp.dates import DateLike
     from mempp.llm import LLMClient
-    from mempp.memory import DateLike, Memory
+    from mempp.search.reader import ScopedStore
 
 __all__ = [
     "MAX_FACTS",
@@ -227,7 +228,7 @@ def grounded_triples(reply: dict[str, Any], messages: list[dict[str, str]]) -> l
 
 
 def extract(
-    memory: Memory,
+    memory: ScopedStore,
     llm: LLMClient,
     ids: Collection[int] | None = None,
     *,
@@ -264,7 +265,7 @@ def extract(
 
 
 def _extract_each(
-    memory: Memory, llm: LLMClient, pending: list[int], max_workers: int
+    memory: ScopedStore, llm: LLMClient, pending: list[int], max_workers: int
 ) -> Iterator[tuple[int, list[Triple] | str]]:
     """(id, triples) per row, or (id, reason) where the call failed; in id order."""
 
@@ -310,7 +311,7 @@ def question_entities(llm: LLMClient, question: str) -> list[str]:
 
 
 def related_facts(
-    memory: Memory,
+    memory: ScopedStore,
     question: str,
     *,
     llm: LLMClient,
@@ -338,7 +339,7 @@ def related_facts(
 
 
 def facts_for_evidence(
-    memory: Memory, question: str, options: GraphOptions, as_of: DateLike
+    memory: ScopedStore, question: str, options: GraphOptions, as_of: DateLike
 ) -> list[RelatedFact]:
     """:func:`related_facts` under ``options``; with ``on_error="skip"`` a failed entity call
     is logged and yields no facts."""
@@ -376,7 +377,7 @@ def _fact(hit: TripleHit, dated: bool) -> RelatedFact:
     return RelatedFact(hit.subject, hit.relation, hit.object, hit.record_id, hit.date)
 
 
-def _graph_store(memory: Memory) -> GraphStore:
+def _graph_store(memory: ScopedStore) -> GraphStore:
     store = memory.store
     supports(store, GraphStore, "the entity graph")
     assert isinstance(store, GraphStore)
