@@ -50,7 +50,16 @@ def _builtin() -> dict[str, Callable[[], Importer]]:
     from mempp.importers.mail import MailImporter
     from mempp.importers.slack import SlackImporter
 
-    return {"slack": SlackImporter, "mail": MailImporter, "folder": FolderImporter}
+    return {
+        "slack": SlackImporter,
+        "mail": MailImporter,
+        "folder": lambda: FolderImporter(others=_other_than_folder),
+    }
+
+
+def _other_than_folder() -> list[Importer]:
+    """Every importer but the folder's: a folder names what it holds of their inputs."""
+    return [get(name) for name in names() if name != "folder"]
 
 
 def _entry_points() -> dict[str, EntryPoint]:

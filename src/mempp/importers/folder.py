@@ -8,7 +8,7 @@ it is skipped whole, with the ``mempp import`` command that reads it.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 from mempp.importers.base import Importer, Item, ItemError, Skipped
@@ -23,12 +23,17 @@ class FolderImporter:
     name = "folder"
     description = "Markdown and text files with YAML front matter, JSON Lines, folders of them"
 
+    def __init__(self, others: Callable[[], Sequence[Importer]] = tuple) -> None:
+        # The importers whose inputs a folder may hold, asked for when a read starts: the
+        # registry passes its own, so this module needs no import of it.
+        self._others = others
+
     def recognizes(self, path: str | os.PathLike[str]) -> bool:
         where = Path(path)
         return where.is_dir() or where.suffix.lower() in TEXT_SUFFIXES + JSONL_SUFFIXES
 
     def read(self, path: str | os.PathLike[str]) -> Iterator[Item]:
-        others = _other_importers()
+        others = self._others()
 
         def recognize(where: Path) -> str | None:
             for other in others:
@@ -43,9 +48,3 @@ class FolderImporter:
                 yield Skipped(item.location, item.skipped, item.detail)
             else:
                 yield ItemError(item.location, item.error or "unreadable")
-
-
-def _other_importers() -> list[Importer]:
-    from mempp.importers import get, names
-
-    return [get(name) for name in names() if name != FolderImporter.name]
