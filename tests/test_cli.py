@@ -57,7 +57,7 @@ def test_add_json_and_skips(capsys, tmp_path, monkeypatch) -> None:
         "#launch",
         "--json",
     )
-    assert code == 0 and json.loads(out) == {"id": 1, "skipped": None}
+    assert code == 0 and json.loads(out) == {"id": 1, "skipped": None, "duplicate_of": None}
     conn = sqlite3.connect(db)
     assert conn.execute("SELECT thread FROM records WHERE id = 1").fetchone() == ("#launch",)
     conn.close()
@@ -73,15 +73,19 @@ def test_add_json_and_skips(capsys, tmp_path, monkeypatch) -> None:
         "2024-03-01",
         "--json",
     )
-    assert code == 0 and json.loads(out) == {"id": None, "skipped": "duplicate"}
+    assert code == 0 and json.loads(out) == {"id": None, "skipped": "duplicate", "duplicate_of": 1}
     code, out, _ = run(capsys, "--db", db, "add", "   ", "--json")
-    assert code == 0 and json.loads(out) == {"id": None, "skipped": "empty"}
+    assert code == 0 and json.loads(out) == {"id": None, "skipped": "empty", "duplicate_of": None}
     code, out, _ = run(
         capsys, "--db", db, "add", "-", "--json", stdin="from stdin\n", monkeypatch=monkeypatch
     )
-    assert code == 0 and json.loads(out) == {"id": 2, "skipped": None}
+    assert code == 0 and json.loads(out) == {"id": 2, "skipped": None, "duplicate_of": None}
     code, out, _ = run(capsys, "--db", db, "add", "Ship on Friday", "--author", "Ana", "--json")
-    assert code == 0 and json.loads(out) == {"id": 3, "skipped": None}  # undated: another key
+    assert code == 0 and json.loads(out) == {
+        "id": 3,
+        "skipped": None,
+        "duplicate_of": None,
+    }  # undated
 
 
 @pytest.mark.parametrize("bad", ["yesterday", "2024-02-30", "03/01/2024", "2024-1-1"])

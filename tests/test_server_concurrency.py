@@ -146,7 +146,7 @@ def test_mempp_serve_runs_and_stops_on_sigterm(tmp_path: Path) -> None:
             assert process.poll() is None and time.monotonic() < deadline
             time.sleep(0.2)
         stored = httpx.post(f"{url}/v1/records", json={"text": "served by the command line"})
-        assert stored.json() == {"id": 1, "skipped": None}
+        assert stored.json() == {"id": 1, "skipped": None, "duplicate_of": None}
         hits = httpx.post(f"{url}/v1/search", json={"query": "command line"}).json()["hits"]
         assert [h["id"] for h in hits] == [1]
         process.send_signal(signal.SIGTERM)

@@ -82,12 +82,16 @@ def test_add_get_search_evidence_round_trip(served: Served) -> None:
         thread="t1",
         metadata={"channel": "C42", "ts": "1712000000.1"},
     )
-    assert c.post("/v1/records", json={"text": "   "}).json() == {"id": None, "skipped": "empty"}
+    assert c.post("/v1/records", json={"text": "   "}).json() == {
+        "id": None,
+        "skipped": "empty",
+        "duplicate_of": None,
+    }
     again = c.post(  # a repeat is the same author, text and date
         "/v1/records",
         json={"text": "The launch moves to Monday.", "author": "Bo", "date": "2024-04-02"},
     )
-    assert again.json() == {"id": None, "skipped": "duplicate"}
+    assert again.json() == {"id": None, "skipped": "duplicate", "duplicate_of": second}
 
     record = c.get(f"/v1/records/{first}").json()
     assert record["text"] == "The launch plan: ship on Friday."

@@ -92,7 +92,7 @@ async def exercise(client: Client) -> None:
             },
         )
     )
-    assert again == {"id": None, "skipped": "duplicate"}
+    assert again == {"id": None, "skipped": "duplicate", "duplicate_of": later["id"]}
 
     hits = structured(await client.call_tool("search_memory", {"query": "launch plan"}))["hits"]
     assert {hit["id"] for hit in hits} == {first["id"], later["id"]}

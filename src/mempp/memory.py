@@ -208,9 +208,9 @@ class Memory:
         if not candidates:
             return [r for r in results if r is not None]
         duplicates = self._store.find_duplicates(self.scope, [docs[i] for i in candidates])
-        for i, duplicate in zip(candidates, duplicates, strict=True):
-            if duplicate:
-                results[i] = AddResult(None, "duplicate")
+        for i, duplicate_of in zip(candidates, duplicates, strict=True):
+            if duplicate_of is not None:
+                results[i] = AddResult(None, "duplicate", duplicate_of)
         fresh = [i for i in candidates if results[i] is None]
         if fresh:
             embedder = self.embedder

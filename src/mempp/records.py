@@ -205,10 +205,13 @@ class Record:
 
 @dataclass(frozen=True, slots=True)
 class AddResult:
-    """Outcome of adding one document: the new id, or why nothing was stored."""
+    """Outcome of adding one document: the new id, or why nothing was stored. A
+    ``"duplicate"`` names the active record it repeats in ``duplicate_of``, so a write that is
+    retried after a failure learns the id of every document it sent."""
 
     id: int | None
     skipped: SkipReason | None = None
+    duplicate_of: int | None = None
 
     @property
     def added(self) -> bool:

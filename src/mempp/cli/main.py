@@ -404,9 +404,13 @@ def _location(args: argparse.Namespace) -> str:
 def _add(memory, args: argparse.Namespace, document) -> int:  # type: ignore[no-untyped-def]
     [result] = memory.add_many([document])
     if args.json:
-        _print_json({"id": result.id, "skipped": result.skipped})
+        _print_json(
+            {"id": result.id, "skipped": result.skipped, "duplicate_of": result.duplicate_of}
+        )
     elif result.added:
         print(result.id)
+    elif result.duplicate_of is not None:
+        print(f"skipped ({result.skipped} of record {result.duplicate_of})", file=sys.stderr)
     else:
         print(f"skipped ({result.skipped})", file=sys.stderr)
     return EXIT_OK

@@ -341,9 +341,9 @@ def _write(
     fresh = [doc for doc in batch if not doc.is_empty]
     report.skipped["empty"] += len(batch) - len(fresh)
     if memory is not None and fresh:
-        stored = memory.store.find_duplicates(memory.scope, fresh)
-        report.skipped["duplicate"] += sum(stored)
-        report.would_add += len(fresh) - sum(stored)
+        repeats = sum(d is not None for d in memory.store.find_duplicates(memory.scope, fresh))
+        report.skipped["duplicate"] += repeats
+        report.would_add += len(fresh) - repeats
     else:
         report.would_add += len(fresh)
     report.skipped = +report.skipped  # drop zero counts

@@ -96,19 +96,23 @@ def _memory(request: Request, principal: Principal) -> Memory:
 def add_record(document: DocumentIn, request: Request, principal: Writer) -> AddOut:
     fields = document.as_mapping()
     result = _memory(request, principal).add(fields.pop("text"), **fields)
-    return AddOut(id=result.id, skipped=result.skipped)
+    return AddOut.of(result)
 
 
 @router.post(
     "/records/batch",
     response_model=AddManyOut,
     summary="Store many documents",
-    description=f"Up to {MAX_BATCH} documents, all validated before any is stored, written a "
-    "transaction per batch. One result per document, in order.",
+    description=f"Up to {MAX_BATCH} documents, all validated before any is stored, written in "
+    "one transaction: stored whole or not at all. One result per document, in order; a "
+    "duplicate names the record it repeats (duplicate_of).",
 )
 def add_records(batch: DocumentsIn, request: Request, principal: Writer) -> AddManyOut:
-    results = _memory(request, principal).add_many([d.as_mapping() for d in batch.records])
-    return AddManyOut(results=[AddOut(id=r.id, skipped=r.skipped) for r in results])
+    documents = [d.as_mapping() for d in batch.records]
+    # The whole request in one transaction (the COPY path on PostgreSQL from its size on):
+    # a batch is stored whole or not at all, whatever its size.
+    results = _memory(request, principal).add_many(documents, batch_size=max(1, len(documents)))
+    return AddManyOut(results=[AddOut.of(r) for r in results])
 
 
 @router.get(

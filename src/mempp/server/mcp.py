@@ -126,7 +126,7 @@ def build_mcp(state: ServerState, principal: Callable[[Context], Principal]) -> 
                 text, author=author, date=date, tags=tags or (), thread=thread, source=source
             )
         )
-        return {"id": result.id, "skipped": result.skipped}
+        return {"id": result.id, "skipped": result.skipped, "duplicate_of": result.duplicate_of}
 
     @server.tool(
         description="Search the organization's memory. Returns the best-matching records, "

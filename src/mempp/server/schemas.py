@@ -16,6 +16,7 @@ from mempp import validate
 from mempp.dates import parse_as_of, parse_event_date
 from mempp.errors import InvalidInput, MemppError
 from mempp.filters import Filters
+from mempp.records import AddResult
 from mempp.search.packing import CAP, PASSAGE, THRESHOLD, WHOLE_FIRST, PackingOptions
 from mempp.settings import PRESETS
 
@@ -129,6 +130,15 @@ class AddOut(BaseModel):
         description="Why nothing was stored: 'empty' text, or a 'duplicate' of an active record "
         "of the same author, text and event date."
     )
+    duplicate_of: int | None = Field(
+        default=None,
+        description="For a 'duplicate': the id of the active record it repeats, so a retried "
+        "write learns every id.",
+    )
+
+    @classmethod
+    def of(cls, result: AddResult) -> AddOut:
+        return cls(id=result.id, skipped=result.skipped, duplicate_of=result.duplicate_of)
 
 
 class AddManyOut(BaseModel):

@@ -64,16 +64,18 @@ class Store(Protocol):
         earlier import stored."""
         ...
 
-    def find_duplicates(self, scope: str, docs: Sequence[Document]) -> list[bool]:
-        """For each document: does an active row of the same scope, author and event date
-        have its text? (A message repeated on another date is a new record.)"""
+    def find_duplicates(self, scope: str, docs: Sequence[Document]) -> list[int | None]:
+        """For each document, the id of the active row of the same scope, author and event
+        date that has its text (the oldest, if several), else None. (A message repeated on
+        another date is a new record.)"""
         ...
 
     def insert(self, scope: str, docs: Sequence[Document], vectors: np.ndarray) -> list[AddResult]:
         """Store documents (``vectors[i]`` belongs to ``docs[i]``) in ONE transaction.
 
         Duplicates are checked again inside the transaction, against the store and against
-        earlier documents of the same batch, so concurrent writers never store one twice.
+        earlier documents of the same batch, so concurrent writers never store one twice; each
+        is reported with the id of the row it repeats (``AddResult.duplicate_of``).
         """
         ...
 

@@ -71,11 +71,12 @@ _STAGING_TYPES = (
 
 # Rows of the batch whose (author, text, date) an active row of the scope already holds.
 _STORED_DUPLICATES = f"""
-SELECT b.ord FROM mempp_batch b
-WHERE EXISTS (
-    SELECT 1 FROM records
+SELECT b.ord, d.id FROM mempp_batch b
+CROSS JOIN LATERAL (
+    SELECT min(id) AS id FROM records
     WHERE scope = %s AND state = 'active' AND coalesce(author, '') = b.author_key
-      AND text_hash = b.text_hash AND coalesce(event_key, {UNDATED}) = b.date_key)
+      AND text_hash = b.text_hash AND coalesce(event_key, {UNDATED}) = b.date_key) d
+WHERE d.id IS NOT NULL
 """
 
 # ``ON CONFLICT`` only matters for writers that bypass the scope lock, as in records.py.
@@ -102,6 +103,28 @@ SELECT id FROM new
 """
 
 
+def duplicate_ids(
+    conn: psycopg.Connection[Any], scope: str, docs: Sequence[Document]
+) -> list[int | None]:
+    """For each document, the id of the oldest active row of the scope it repeats (same
+    author, text and event date), else None: one probe of the dedupe index per document."""
+    keys = [(doc.author or "", text_hash(doc.text), dedupe_date(doc)) for doc in docs]
+    found = {
+        (row[0], bytes(row[1]), row[2]): row[3]
+        for row in conn.execute(
+            f"""SELECT k.author_key, k.hash, k.date_key,
+                       (SELECT min(id) FROM records
+                        WHERE scope = %s AND state = 'active'
+                          AND coalesce(author, '') = k.author_key AND text_hash = k.hash
+                          AND coalesce(event_key, {UNDATED}) = k.date_key)
+                FROM unnest(%s::text[], %s::bytea[], %s::bigint[])
+                    AS k(author_key, hash, date_key)""",
+            (scope, [k[0] for k in keys], [k[1] for k in keys], [k[2] for k in keys]),
+        )
+    }
+    return [found.get(key) for key in keys]
+
+
 def insert_by_copy(
     conn: psycopg.Connection[Any],
     scope: str,
@@ -112,14 +135,16 @@ def insert_by_copy(
 ) -> list[AddResult]:
     """Store a batch as ``insert`` does, through COPY (the caller holds the scope lock and
     the transaction)."""
-    results: list[AddResult] = [AddResult(None, "duplicate")] * len(docs)
+    results: list[AddResult | None] = [None] * len(docs)
     first: dict[tuple[str, bytes, int], int] = {}
+    copies: dict[int, int] = {}  # a later copy within the batch -> the first one's ord
     rows = []
     for ord_, (doc, vector) in enumerate(zip(docs, vectors, strict=True)):
         digest = text_hash(doc.text)
         key = (doc.author or "", digest, dedupe_date(doc))
         if key in first:
-            continue  # a later copy within the batch: the first one is the row
+            copies[ord_] = first[key]  # the first one is the row
+            continue
         first[key] = ord_
         rows.append(
             (
@@ -136,33 +161,46 @@ def insert_by_copy(
             for row in rows:
                 copy.write_row(row)
         cursor.execute("ANALYZE mempp_batch")  # a plan for the size the batch has
-        stored = {row[0] for row in cursor.execute(_STORED_DUPLICATES, (scope,))}
+        stored = {row[0]: row[1] for row in cursor.execute(_STORED_DUPLICATES, (scope,))}
         fresh = [row[0] for row in rows if row[0] not in stored]
-        if not fresh:
-            return results
         # Ids in input order, as the row-by-row path draws them; none for a skipped row.
         drawn = cursor.execute(
             "SELECT nextval(pg_get_serial_sequence('records', 'id')) FROM generate_series(1, %s)",
             (len(fresh),),
         ).fetchall()
         ids = sorted(row[0] for row in drawn)
-        inserted = {
-            row[0]
-            for row in cursor.execute(
-                _INSERT_FROM_BATCH,
-                {
-                    "ords": fresh,
-                    "ids": ids,
-                    "scope": scope,
-                    "ingested_at": ingested_at,
-                    "ingested_key": ingested_key,
-                },
-            )
-        }
+        inserted = (
+            {
+                row[0]
+                for row in cursor.execute(
+                    _INSERT_FROM_BATCH,
+                    {
+                        "ords": fresh,
+                        "ids": ids,
+                        "scope": scope,
+                        "ingested_at": ingested_at,
+                        "ingested_key": ingested_key,
+                    },
+                )
+            }
+            if fresh
+            else set()
+        )
+    for ord_, repeated in stored.items():
+        results[ord_] = AddResult(None, "duplicate", repeated)
     for ord_, row_id in zip(fresh, ids, strict=True):
         if row_id in inserted:
             results[ord_] = AddResult(row_id)
-    return results
+    lost = [ord_ for ord_ in fresh if results[ord_] is None]
+    if lost:  # lost a race with a writer that bypassed the scope lock: name what it wrote
+        repeated_ids = duplicate_ids(conn, scope, [docs[ord_] for ord_ in lost])
+        for ord_, repeated in zip(lost, repeated_ids, strict=True):
+            results[ord_] = AddResult(None, "duplicate", repeated)
+    for ord_, original in copies.items():
+        kept = results[original]
+        assert kept is not None
+        results[ord_] = AddResult(None, "duplicate", kept.id or kept.duplicate_of)
+    return [result for result in results if result is not None]
 
 
 def build_memory_mb(rows: int, dim: int) -> int:

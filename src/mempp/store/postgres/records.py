@@ -17,6 +17,7 @@ from mempp.store.base import UNDATED_DEDUPE_KEY as UNDATED
 from mempp.store.base import dedupe_date
 from mempp.store.postgres.bulk import (
     BULK_MIN_ROWS,
+    duplicate_ids,
     hnsw_index_sql,
     insert_by_copy,
     no_load_running,
@@ -184,27 +185,11 @@ class _RecordsMixin(_PostgresBase):
             ).fetchall()
         return {row[0] for row in rows}
 
-    def find_duplicates(self, scope: str, docs: Sequence[Document]) -> list[bool]:
+    def find_duplicates(self, scope: str, docs: Sequence[Document]) -> list[int | None]:
         if not docs:
             return []
-        keys = [(doc.author or "", text_hash(doc.text), dedupe_date(doc)) for doc in docs]
         with self._connection() as conn:
-            # One probe of the dedupe index per (author, hash, date) triple.
-            found = {
-                (row[0], bytes(row[1]), row[2])
-                for row in conn.execute(
-                    f"""SELECT k.author_key, k.hash, k.date_key
-                        FROM unnest(%s::text[], %s::bytea[], %s::bigint[])
-                            AS k(author_key, hash, date_key)
-                        WHERE EXISTS (
-                            SELECT 1 FROM records
-                            WHERE scope = %s AND state = 'active'
-                              AND coalesce(author, '') = k.author_key AND text_hash = k.hash
-                              AND coalesce(event_key, {UNDATED}) = k.date_key)""",
-                    ([k[0] for k in keys], [k[1] for k in keys], [k[2] for k in keys], scope),
-                )
-            }
-        return [key in found for key in keys]
+            return duplicate_ids(conn, scope, docs)
 
     def insert(self, scope: str, docs: Sequence[Document], vectors: np.ndarray) -> list[AddResult]:
         if len(docs) != len(vectors):
@@ -221,17 +206,24 @@ class _RecordsMixin(_PostgresBase):
             _row_params(scope, doc, vector, doc.tag_labels(), ingested_at, ingested_key)
             for doc, vector in zip(docs, vectors, strict=True)
         ]
-        results: list[AddResult] = []
+        stored: list[int | None] = []
         with self._connection() as conn:
             self._lock_scope(conn, scope)
             with conn.cursor() as cursor:
                 cursor.executemany(_INSERT, params, returning=True)
                 while True:
                     row = cursor.fetchone()
-                    results.append(AddResult(row[0]) if row else AddResult(None, "duplicate"))
+                    stored.append(row[0] if row else None)
                     if not cursor.nextset():
                         break
-        return results
+            skipped = [i for i, row_id in enumerate(stored) if row_id is None]
+            # In the same transaction, so a repeat of a row this batch wrote finds that row.
+            repeated = duplicate_ids(conn, scope, [docs[i] for i in skipped]) if skipped else []
+        lookup = dict(zip(skipped, repeated, strict=True))
+        return [
+            AddResult(row_id) if row_id is not None else AddResult(None, "duplicate", lookup[i])
+            for i, row_id in enumerate(stored)
+        ]
 
     def set_state(
         self, scope: str, ids: Collection[int], state: State, superseded_by: int | None

@@ -146,7 +146,7 @@ class _ChangeLogMixin(_RecordsMixin):
 
     def _insert_merged(self, conn: sqlite3.Connection, scope: str, merged: MergedRow) -> int:
         # Checked after the originals are archived, so only *other* active rows count.
-        if self._is_duplicate(conn, scope, merged.document):
+        if self._duplicate_of(conn, scope, merged.document) is not None:
             raise StateConflict("the merged text repeats an active row of the same author")
         return self._insert_row(
             conn,

@@ -78,20 +78,20 @@ class _RecordsMixin(_SQLiteBase):
             )
 
     # -- write path -------------------------------------------------------------------
-    def find_duplicates(self, scope: str, docs: Sequence[Document]) -> list[bool]:
+    def find_duplicates(self, scope: str, docs: Sequence[Document]) -> list[int | None]:
         with self._lock:
-            return [self._is_duplicate(self._conn, scope, doc) for doc in docs]
+            return [self._duplicate_of(self._conn, scope, doc) for doc in docs]
 
     @staticmethod
-    def _is_duplicate(conn: sqlite3.Connection, scope: str, doc: Document) -> bool:
+    def _duplicate_of(conn: sqlite3.Connection, scope: str, doc: Document) -> int | None:
+        """The id of the active row ``doc`` repeats (the oldest), or None."""
         row = conn.execute(
-            f"""SELECT 1 FROM records INDEXED BY records_dedupe
+            f"""SELECT min(id) FROM records INDEXED BY records_dedupe
                WHERE scope = ? AND coalesce(author, '') = ? AND text_hash = ?
-                 AND coalesce(event_key, {UNDATED_DEDUPE_KEY}) = ? AND state = 'active'
-               LIMIT 1""",
+                 AND coalesce(event_key, {UNDATED_DEDUPE_KEY}) = ? AND state = 'active'""",
             (scope, doc.author or "", text_hash(doc.text), dedupe_date(doc)),
         ).fetchone()
-        return row is not None
+        return None if row is None or row[0] is None else int(row[0])
 
     def stored_sources(self, scope: str, sources: Collection[str]) -> set[str]:
         if not sources:
@@ -113,8 +113,9 @@ class _RecordsMixin(_SQLiteBase):
         try:
             with self._write() as conn:
                 for doc, vector in zip(docs, vectors, strict=True):
-                    if self._is_duplicate(conn, scope, doc):
-                        results.append(AddResult(None, "duplicate"))
+                    repeated = self._duplicate_of(conn, scope, doc)
+                    if repeated is not None:
+                        results.append(AddResult(None, "duplicate", repeated))
                         continue
                     row_id = self._insert_row(
                         conn, scope, doc, vector, doc.tag_labels(), ingested_at, ingested_key
