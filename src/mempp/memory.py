@@ -24,10 +24,12 @@ from mempp.encoders import Embedder, default_embedder
 from mempp.errors import EncoderMismatch, InvalidDate, InvalidInput, RecordNotFound
 from mempp.filters import NO_FILTERS, Filters
 from mempp.records import AddResult, Document, Hit, Record
+from mempp.search import stages
 from mempp.search.evidence import Evidence, EvidenceStyle, append_facts, render_evidence
 from mempp.search.packing import PackingOptions
 from mempp.search.question_vectors import RECENT_QUESTIONS, QuestionVectors
 from mempp.search.retrieval import LegLists, fuse_and_select, run_legs, scope_bound, to_hits
+from mempp.search.stages import stage
 from mempp.settings import Settings, preset
 from mempp.store import Store, open_store
 from mempp.store.verify import Check
@@ -218,7 +220,8 @@ class Memory:
             if not self._encoder_bound:
                 self._store.bind_encoder(embedder.name, embedder.dim)
                 self._encoder_bound = True
-            stored = self._store.insert(self.scope, [docs[i] for i in fresh], vectors)
+            with stage(stages.WRITE, rows=len(fresh)):
+                stored = self._store.insert(self.scope, [docs[i] for i in fresh], vectors)
             for i, result in zip(fresh, stored, strict=True):
                 results[i] = result
         return [r for r in results if r is not None]
@@ -350,9 +353,10 @@ class Memory:
             raise InvalidInput("must be PackingOptions or None", field="packing")
         scope_filters = _filters(filters, known_at, since, author, tags, tags_mode, thread, source)
         hits = self.search(query, as_of=as_of, k=k, settings=settings, filters=scope_filters)
-        evidence = render_evidence(
-            hits, budget=budget, style=style, packing=packing, query=validate.query(query)
-        )
+        with stage(stages.EVIDENCE):
+            evidence = render_evidence(
+                hits, budget=budget, style=style, packing=packing, query=validate.query(query)
+            )
         if graph is None:
             return evidence
         from mempp.llm.graph import facts_for_evidence

@@ -15,9 +15,11 @@ import numpy as np
 
 from mempp.filters import NO_FILTERS, Filters
 from mempp.records import Hit
+from mempp.search import stages
 from mempp.search.fusion import Fused, add_date_leg, add_thread_context, rrf
 from mempp.search.query import date_spans, lexical_query, question_as_of, tag_labels
 from mempp.search.reserve import recency, select_with_reserve
+from mempp.search.stages import stage, timed
 from mempp.settings import LEGS, Settings
 from mempp.store.base import Store
 from mempp.threads.background import started
@@ -67,16 +69,25 @@ def run_legs(
     calls: dict[str, Callable[[], list[int]]] = {}
     if settings.w_lex > 0:
         terms = lexical_query(question, settings)
-        calls["lex"] = lambda: store.lexical(scope, terms, as_of, limit, filters=filters)
+        calls["lex"] = timed(
+            stages.LEXICAL, lambda: store.lexical(scope, terms, as_of, limit, filters=filters)
+        )
     if settings.w_tag > 0:
         labels = tag_labels(question, settings)
-        calls["tag"] = lambda: store.tagged(scope, labels, as_of, limit, filters=filters)
+        calls["tag"] = timed(
+            stages.TAG, lambda: store.tagged(scope, labels, as_of, limit, filters=filters)
+        )
     spans = date_spans(question) if settings.w_date > 0 else ()
     if spans:
-        calls["dated"] = lambda: store.dated_within(scope, spans, as_of, limit, filters=filters)
+        calls["dated"] = timed(
+            stages.DATED,
+            lambda: store.dated_within(scope, spans, as_of, limit, filters=filters),
+        )
     if settings.w_vec > 0 and query_vector is not None:
         vector = _vector_call(query_vector, beside_other_legs=bool(calls))
-        calls["vec"] = lambda: store.nearest(scope, vector(), as_of, limit, filters=filters)
+        calls["vec"] = timed(
+            stages.VECTOR, lambda: store.nearest(scope, vector(), as_of, limit, filters=filters)
+        )
     found = dict(zip(calls, store.gather(list(calls.values())), strict=True))
     lex, tag, vec = (found.get(leg, []) for leg in ("lex", "tag", "vec"))
     dated: list[int] = []
@@ -95,6 +106,7 @@ def _vector_call(
 ) -> Callable[[], np.ndarray]:
     if not callable(query_vector):
         return lambda: query_vector
+    query_vector = timed(stages.ENCODE, query_vector)
     if not beside_other_legs:  # nothing to overlap with: compute it when the leg asks
         return query_vector
     # Encoding a question (15-20 ms in numpy, a network round trip for a remote encoder) and
@@ -113,6 +125,19 @@ def fuse_and_select(
 ) -> list[tuple[Fused, bool]]:
     """Weighted RRF, the date leg, thread context, then ``k - slots`` fused rows and
     ``slots`` recency slots (``Settings.reserve_slots``)."""
+    with stage(stages.FUSION):
+        return _fuse_and_select(store, scope, legs, as_of, settings, k, filters)
+
+
+def _fuse_and_select(
+    store: Store,
+    scope: str,
+    legs: LegLists,
+    as_of: int | None,
+    settings: Settings,
+    k: int,
+    filters: Filters,
+) -> list[tuple[Fused, bool]]:
     weights = {leg: settings.weight(leg) for leg in LEGS}
     fused = rrf(legs.as_dict(), weights, settings.gamma)
     if settings.w_date > 0 and legs.dated:
@@ -143,7 +168,8 @@ def fuse_and_select(
 
 
 def to_hits(store: Store, scope: str, chosen: list[tuple[Fused, bool]]) -> list[Hit]:
-    records = store.get(scope, [f.id for f, _ in chosen])
+    with stage(stages.RECORDS):
+        records = store.get(scope, [f.id for f, _ in chosen])
     present = [(f, reserved) for f, reserved in chosen if f.id in records]
     return [
         Hit(records[f.id], rank, f.score, dict(f.leg_ranks), reserved)

@@ -16,7 +16,7 @@ from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any
 
-from fastapi import FastAPI
+from fastapi import FastAPI, Request, Response
 from fastapi.openapi.utils import get_openapi
 from starlette.concurrency import run_in_threadpool
 from starlette.routing import Route
@@ -24,9 +24,15 @@ from starlette.routing import Route
 from mempp.server import api, problems
 from mempp.server.config import DEFAULT_MAX_BODY, DEFAULT_MAX_UPLOAD, ServeConfig
 from mempp.server.limits import BodyLimit
+from mempp.server.logs import ENV_FORMAT as ENV_LOG_FORMAT
+from mempp.server.logs import configure as configure_logs
+from mempp.server.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
+from mempp.server.metrics import Metrics
+from mempp.server.observability import Observability
 from mempp.server.problems import Problem, problem_responses
 from mempp.server.schemas import ProblemDocument, StatusOut
 from mempp.server.state import ServerState
+from mempp.server.tracing import Tracing, from_environment
 
 ENV_CONFIG = "MEMPP_SERVE_CONFIG"  # how `mempp serve --workers N` hands its options over
 
@@ -65,6 +71,8 @@ def build_app(config: ServeConfig) -> FastAPI:
 
 def app_from_environ() -> FastAPI:
     """The app factory of worker processes: the config from ``$MEMPP_SERVE_CONFIG``."""
+    if os.environ.get(ENV_LOG_FORMAT):
+        configure_logs(os.environ[ENV_LOG_FORMAT])
     return build_app(ServeConfig.from_json(os.environ[ENV_CONFIG]))
 
 
@@ -74,9 +82,12 @@ def create_app(
     mcp: bool = True,
     max_body: int = DEFAULT_MAX_BODY,
     max_upload: int = DEFAULT_MAX_UPLOAD,
+    tracer_provider: Any = None,
 ) -> FastAPI:
     """The app over ``state``: warming starts at startup, the state closes at shutdown,
-    after uvicorn has let in-flight requests finish."""
+    after uvicorn has let in-flight requests finish. Traces go to ``tracer_provider`` (an
+    OpenTelemetry provider) when given, else to the OTLP endpoint the environment names, if
+    any (``mempp.server.tracing``)."""
     from mempp import __version__
 
     mcp_app = manager = None
@@ -110,6 +121,12 @@ def create_app(
     app.add_middleware(BodyLimit, max_body=max_body, max_upload=max_upload)
     _problem_schema(app)
     _mount_web(app)
+    # Outermost, so every door's requests are counted, logged and traced, refusals included.
+    metrics = Metrics(state)
+    tracing = Tracing(tracer_provider) if tracer_provider is not None else from_environment()
+    app.state.metrics = metrics
+    _metrics_route(app, metrics)
+    app.add_middleware(Observability, metrics=metrics, tracing=tracing)
     return app
 
 
@@ -138,6 +155,16 @@ def _health_routes(app: FastAPI) -> None:
         if state.warm_error is not None:
             raise Problem(503, f"not ready: {state.warm_error}")
         raise Problem(503, "warming up: loading the encoder and the store's indexes")
+
+
+def _metrics_route(app: FastAPI, metrics: Metrics) -> None:
+    @app.get("/metrics", include_in_schema=False)
+    def prometheus(request: Request) -> Response:
+        state: ServerState = app.state.mempp
+        refusal = metrics.allowed(state.keys_required, request.headers.get("authorization"))
+        if refusal is not None:
+            raise Problem(403, refusal)
+        return Response(metrics.render(), media_type=METRICS_CONTENT_TYPE)
 
 
 def _problem_schema(app: FastAPI) -> None:

@@ -17,6 +17,9 @@ from typing import Any
 
 from mempp.errors import InvalidInput, MemppError
 from mempp.server.config import DEFAULT_MAX_BODY, DEFAULT_MAX_UPLOAD, DEFAULT_PORT, ServeConfig
+from mempp.server.logs import ENV_FORMAT as ENV_LOG_FORMAT
+from mempp.server.logs import FORMATS as LOG_FORMATS
+from mempp.server.logs import configure as configure_logs
 
 COMMANDS = ("serve", "mcp", "keys")
 EXIT_OK = 0
@@ -53,6 +56,13 @@ def add_parser(commands: Any) -> None:
         "--log-level",
         default="info",
         choices=("critical", "error", "warning", "info", "debug"),
+    )
+    serve.add_argument(
+        "--log-format",
+        default=None,
+        choices=LOG_FORMATS,
+        help=f"text, or one JSON object a line with request ids (default: ${ENV_LOG_FORMAT}, "
+        "else uvicorn's own)",
     )
 
     mcp = commands.add_parser(
@@ -166,6 +176,13 @@ def _serve(args: argparse.Namespace, config: ServeConfig) -> int:
         "log_level": args.log_level,
         "timeout_graceful_shutdown": 30,  # in-flight requests (writes) finish first
     }
+    log_format = args.log_format or os.environ.get(ENV_LOG_FORMAT)
+    if log_format:
+        if log_format not in LOG_FORMATS:
+            raise InvalidInput(f"${ENV_LOG_FORMAT} must be one of {', '.join(LOG_FORMATS)}")
+        os.environ[ENV_LOG_FORMAT] = log_format  # the workers configure theirs from it
+        configure_logs(log_format)
+        common["log_config"] = None  # keep the handlers just installed
     if args.workers == 1:
         app = build_app(config)  # refuses a keyless store on a public address, before binding
         print(_banner(app.state.mempp, args.port), file=sys.stderr)

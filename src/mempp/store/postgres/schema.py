@@ -609,6 +609,17 @@ class _PostgresBase:
                     (migration.version, migration.name),
                 )
 
+    def pool_stats(self) -> dict[str, int]:
+        """The connection pool's use now: its size, the connections idle in it, and the
+        requests waiting for one (for the server's metrics)."""
+        stats = self._pool.get_stats()
+        return {
+            "open": int(stats.get("pool_size", 0)),
+            "idle": int(stats.get("pool_available", 0)),
+            "waiting": int(stats.get("requests_waiting", 0)),
+            "max": POOL_MAX_SIZE,
+        }
+
     def close(self) -> None:
         with self._readers_lock:
             self._closed = True
