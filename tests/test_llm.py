@@ -585,7 +585,7 @@ def test_errors_are_mempp_errors():
 def test_llm_is_not_imported_by_mempp():
     code = (
         "import sys, mempp, mempp.llm.answer, mempp.bench.judge, mempp.cli; "
-        "print('mempp.llm' in sys.modules, 'httpx' in sys.modules)"
+        "print('mempp.llm.client' in sys.modules, 'httpx' in sys.modules)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["False", "False"]
