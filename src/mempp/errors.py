@@ -39,6 +39,15 @@ class StoreError(MemppError):
     """The store could not be opened or used as asked."""
 
 
+class StoreUnavailable(StoreError):
+    """The store's database cannot be reached now; ``retry_after`` says in how many seconds
+    asking again is worth it."""
+
+    def __init__(self, message: str, *, retry_after: int = 1) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
 class EncoderMismatch(StoreError):
     """The store was filled by another encoder than the one now given."""
 

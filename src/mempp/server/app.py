@@ -145,11 +145,13 @@ def _health_routes(app: FastAPI) -> None:
         response_model=StatusOut,
         summary="Readiness",
         description="200 once the encoder and the store's indexes are loaded (searches are "
-        "then as fast as they get); 503 until then.",
+        "then as fast as they get) and while the database answers; 503 otherwise.",
         responses=problem_responses(503),
     )
     def readyz() -> StatusOut:
         state: ServerState = app.state.mempp
+        if not state.store.reachable():
+            raise Problem(503, "the database does not answer", headers={"Retry-After": "1"})
         if state.ready:
             return StatusOut(status="ready")
         if state.warm_error is not None:

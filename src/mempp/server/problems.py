@@ -19,7 +19,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from mempp.errors import InvalidInput, MemppError, RecordNotFound, StoreError
+from mempp.errors import InvalidInput, MemppError, RecordNotFound, StoreError, StoreUnavailable
 
 log = logging.getLogger("mempp.server")
 
@@ -105,6 +105,8 @@ def problem_from_error(exc: MemppError) -> Problem:
         return Problem(502, f"the language model failed: {exc}")
     if isinstance(exc, StateConflict):  # a row changed meanwhile: retry after reading
         return Problem(409, str(exc))
+    if isinstance(exc, StoreUnavailable):  # the database is away: a retry is worth it soon
+        return Problem(503, str(exc), headers={"Retry-After": str(exc.retry_after)})
     if isinstance(exc, StoreError):
         return Problem(503, str(exc))
     return Problem(503, str(exc))  # any other deliberate error: operational, like exit 1

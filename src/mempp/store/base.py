@@ -42,6 +42,10 @@ class Store(Protocol):
         """The newest schema migration applied to this store."""
         ...
 
+    def reachable(self) -> bool:
+        """Does the store answer now? (A server's readiness: PostgreSQL may be away.)"""
+        ...
+
     def warm(self, scope: str) -> None:
         """Load now what the first search of ``scope`` would otherwise load (in-RAM indexes
         and replicas), so that search is as fast as later ones. Safe to run in a thread of

@@ -14,12 +14,13 @@ import urllib.parse
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
-from mempp.errors import InvalidInput, StoreError
+from mempp.errors import InvalidInput, StoreError, StoreUnavailable
 from mempp.store.base import UNDATED_DEDUPE_KEY as UNDATED_KEY
 from mempp.store.migrations import Migration, newest, pending
 from mempp.store.postgres.bm25 import ScopeReplica
+from mempp.store.postgres.outage import RETRY_AFTER_S, Outage
 from mempp.store.postgres.replicas import ScopeCache, ScopeTags, ScopeVectors
 
 if TYPE_CHECKING:
@@ -38,6 +39,11 @@ _LOCK_CLASS_WRITE = 0x6D656D71
 POOL_MIN_SIZE = 1
 POOL_MAX_SIZE = 8
 CONNECT_TIMEOUT_S = 10
+# How long a call waits for a pooled connection before it fails with StoreUnavailable
+# (MEMPP_PG_WAIT_S; a server answers 503 with Retry-After), and the probe's connect timeout.
+ENV_POOL_WAIT = "MEMPP_PG_WAIT_S"
+DEFAULT_POOL_WAIT_S = 5.0
+PROBE_CONNECT_TIMEOUT_S = 2
 # psycopg prepares a statement server-side after it ran this many times on a connection
 # (its default). Behind PgBouncer in transaction mode (before 1.21, or without
 # max_prepared_statements) prepared statements break: set MEMPP_PG_PREPARE_THRESHOLD=off.
@@ -421,6 +427,20 @@ def _import_driver() -> tuple[Any, Any, Any]:
     return psycopg, psycopg_pool, pgvector.psycopg
 
 
+def pool_wait_from_env(env: Mapping[str, str] | None = None) -> float:
+    """``MEMPP_PG_WAIT_S``: seconds a call waits for a pooled connection (default 5)."""
+    raw = (os.environ if env is None else env).get(ENV_POOL_WAIT, "").strip()
+    if not raw:
+        return DEFAULT_POOL_WAIT_S
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not 0.1 <= value <= 600:
+        raise InvalidInput(f"{ENV_POOL_WAIT} must be seconds from 0.1 to 600, got {raw!r}")
+    return value
+
+
 def prepare_threshold_from_env(env: Mapping[str, str] | None = None) -> int | None:
     """``MEMPP_PG_PREPARE_THRESHOLD``: a count (0 prepares at once), or ``off`` for never
     (PgBouncer in transaction mode); unset means psycopg's default of 5."""
@@ -471,6 +491,7 @@ class _PostgresBase:
     def __init__(self, url: str) -> None:
         psycopg, psycopg_pool, pgvector_psycopg = _import_driver()
         prepare_threshold = prepare_threshold_from_env()  # a bad value fails before connecting
+        pool_wait_from_env()  # likewise
         self._psycopg = psycopg
         self._pool_errors = (psycopg_pool.PoolTimeout, psycopg_pool.PoolClosed)
         self.location = mask_url(url)
@@ -495,20 +516,35 @@ class _PostgresBase:
             register_info(conn, vector_info)
             conn.prepare_threshold = prepare_threshold
 
-        self._pool: psycopg_pool.ConnectionPool[Any] = psycopg_pool.ConnectionPool(
-            url,
-            kwargs=kwargs,
-            min_size=POOL_MIN_SIZE,
-            max_size=POOL_MAX_SIZE,
-            configure=configure,
-            name="mempp",
-            open=False,
-        )
-        try:
-            self._pool.open(wait=True, timeout=CONNECT_TIMEOUT_S)
-        except psycopg_pool.PoolTimeout:
-            self._pool.close()
-            raise StoreError(f"cannot connect to {self.location}: timed out") from None
+        def new_pool() -> psycopg_pool.ConnectionPool[Any]:
+            pool: psycopg_pool.ConnectionPool[Any] = psycopg_pool.ConnectionPool(
+                url,
+                kwargs=kwargs,
+                min_size=POOL_MIN_SIZE,
+                max_size=POOL_MAX_SIZE,
+                configure=configure,
+                name="mempp",
+                open=False,
+                timeout=pool_wait_from_env(),  # how long a call waits for a connection
+            )
+            try:
+                pool.open(wait=True, timeout=CONNECT_TIMEOUT_S)
+            except psycopg_pool.PoolTimeout:
+                pool.close()
+                raise StoreError(f"cannot connect to {self.location}: timed out") from None
+            return pool
+
+        def reopen() -> None:
+            old, self._pool = self._pool, new_pool()
+            # Connections still lent out close as they come back.
+            threading.Thread(target=old.close, kwargs={"timeout": 1.0}, daemon=True).start()
+
+        def probe() -> None:
+            probe_kwargs = {**kwargs, "connect_timeout": PROBE_CONNECT_TIMEOUT_S}
+            psycopg.connect(url, **probe_kwargs).close()
+
+        self._pool: psycopg_pool.ConnectionPool[Any] = new_pool()
+        self._outage = Outage(self.location, probe, reopen, lambda: self._pool.check())
         # Once bound, the encoder of a database never changes: cache it, saving a round
         # trip per search (Memory checks the encoder before every query).
         self._bound: tuple[str, int] | None = None
@@ -554,13 +590,40 @@ class _PostgresBase:
         psycopg = self._psycopg
         if self._closed:
             raise StoreError(f"{self.location} is closed")
+        self._outage.refuse_if_down()
+        broken = False
         try:
             with self._pool.connection() as conn:
-                yield conn
+                try:
+                    yield conn
+                except psycopg.OperationalError:
+                    broken = conn.broken
+                    raise
         except self._pool_errors as exc:
-            raise StoreError(f"{self.location}: no database connection ({exc})") from None
+            self._unavailable(f"no database connection ({exc})")
         except psycopg.Error as exc:
+            if broken:
+                self._unavailable(f"the connection broke ({_first_line(exc)})")
             raise StoreError(f"{self.location}: {_first_line(exc)}") from None
+
+    def _unavailable(self, what: str) -> NoReturn:
+        """A call found no working connection: StoreUnavailable when the database is down
+        (calls then fail at once until it is back), StoreError when only that connection
+        was at fault."""
+        if self._outage.connection_failed():
+            raise StoreUnavailable(f"{self.location}: {what}", retry_after=RETRY_AFTER_S) from None
+        raise StoreError(f"{self.location}: {what}") from None
+
+    def reachable(self) -> bool:
+        """Does the database answer now? (A one-row query, waiting at most a second.)"""
+        if self._closed or self._outage.down:
+            return False
+        try:
+            with self._pool.connection(timeout=1.0) as conn:
+                conn.execute("SELECT 1")
+        except Exception:  # no connection, a broken one, a closed pool: not reachable now
+            return False
+        return True
 
     @staticmethod
     def _lock_scope(conn: psycopg.Connection[Any], scope: str) -> None:
@@ -621,6 +684,7 @@ class _PostgresBase:
         }
 
     def close(self) -> None:
+        self._outage.close()
         with self._readers_lock:
             self._closed = True
             readers, self._readers = self._readers, None

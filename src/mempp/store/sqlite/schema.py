@@ -512,6 +512,10 @@ class _SQLiteBase:
         # One connection behind one lock: threads would only queue for it.
         return [call() for call in calls]
 
+    def reachable(self) -> bool:
+        # A file on this machine: it answers while it is open.
+        return not isinstance(self._conn, _ClosedConnection)
+
     def schema_version(self) -> int:
         with self._lock:
             return self._conn.execute("SELECT max(version) FROM mempp_migrations").fetchone()[0]
