@@ -119,7 +119,7 @@ class _LegsMixin(_TagLegMixin, _NearestMixin):
 
     def _caught_up(self, scope: str) -> ScopeReplica:
         """The scope's replica, holding every committed row."""
-        replica = self._replicas.use(scope)
+        replica = self._replicas.use(scope, self._erasures(scope))
         with replica.lock:  # one catch-up at a time; ranking may run beside another one
             replica.catch_up(lambda after: self._rows_after(scope, after))
         self._replicas.evict(scope, self.bm25_max_rows)

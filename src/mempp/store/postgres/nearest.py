@@ -150,7 +150,7 @@ class _NearestMixin(_ReplicasMixin):
         return replica.ranked(query, as_of, limit, allowed).tolist()
 
     def _vectors_caught_up(self, scope: str, dim: int) -> ScopeVectors:
-        replica = self._vector_replicas.use(scope)
+        replica = self._vector_replicas.use(scope, self._erasures(scope))
         with replica.lock:  # one catch-up at a time; ranking may run beside another one
             replica.catch_up(
                 lambda after: self._vector_rows_after(scope, after, dim),

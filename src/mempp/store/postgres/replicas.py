@@ -36,6 +36,7 @@ class ScopeCache(Generic[R]):
     def __init__(self, make: Callable[[], R]) -> None:
         self._make = make
         self._held: dict[str, R] = {}
+        self._erasures: dict[str, int] = {}  # the scope's erasure count its replica was read at
         self._lock = threading.Lock()
 
     def __iter__(self) -> Iterator[str]:
@@ -46,12 +47,15 @@ class ScopeCache(Generic[R]):
     def get(self, scope: str) -> R | None:
         return self._held.get(scope)
 
-    def use(self, scope: str) -> R:
-        """The scope's replica, made if need be, now the most recently used."""
+    def use(self, scope: str, erasures: int = 0) -> R:
+        """The scope's replica, made if need be, now the most recently used. ``erasures`` is
+        the scope's count of erased rows now: a replica read at another count holds words,
+        labels or vectors an erasure removed (on any node), so a new one is made."""
         with self._lock:
             replica = self._held.pop(scope, None)
-            if replica is None:  # not ``or``: an empty replica has length 0
-                replica = self._make()
+            if replica is None or self._erasures.get(scope, 0) != erasures:
+                replica = self._make()  # (not ``or``: an empty replica has length 0)
+                self._erasures[scope] = erasures
             self._held[scope] = replica
             return replica
 
@@ -69,6 +73,7 @@ class ScopeCache(Generic[R]):
     def drop(self, scope: str) -> None:
         with self._lock:
             self._held.pop(scope, None)
+            self._erasures.pop(scope, None)
 
 
 # (ids ascending, event keys, {label: ids ascending}) of the rows after a given id.

@@ -614,6 +614,16 @@ class _PostgresBase:
             raise StoreUnavailable(f"{self.location}: {what}", retry_after=RETRY_AFTER_S) from None
         raise StoreError(f"{self.location}: {what}") from None
 
+    def _erasures(self, scope: str) -> int:
+        """How many of the scope's rows were ever erased (by any node): a replica read at
+        another count is stale. One probe of the redactions' primary key."""
+        with self._connection() as conn:
+            return int(
+                conn.execute(
+                    "SELECT count(*) FROM redactions WHERE scope = %s", (scope,)
+                ).fetchone()[0]
+            )
+
     def reachable(self) -> bool:
         """Does the database answer now? (A one-row query, waiting at most a second.)"""
         if self._closed or self._outage.down:

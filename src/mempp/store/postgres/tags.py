@@ -79,7 +79,7 @@ class _TagLegMixin(_ReplicasMixin):
         return [row[0] for row in rows]
 
     def _tags_caught_up(self, scope: str) -> ScopeTags:
-        replica = self._tag_replicas.use(scope)
+        replica = self._tag_replicas.use(scope, self._erasures(scope))
         with replica.lock:  # one catch-up at a time; ranking may run beside another one
             replica.catch_up(lambda after: self._tag_rows_after(scope, after))
         self._tag_replicas.evict(scope, self.tags_max_rows)
