@@ -126,45 +126,33 @@ def fuse_and_select(
     """Weighted RRF, the date leg, thread context, then ``k - slots`` fused rows and
     ``slots`` recency slots (``Settings.reserve_slots``)."""
     with stage(stages.FUSION):
-        return _fuse_and_select(store, scope, legs, as_of, settings, k, filters)
-
-
-def _fuse_and_select(
-    store: Store,
-    scope: str,
-    legs: LegLists,
-    as_of: int | None,
-    settings: Settings,
-    k: int,
-    filters: Filters,
-) -> list[tuple[Fused, bool]]:
-    weights = {leg: settings.weight(leg) for leg in LEGS}
-    fused = rrf(legs.as_dict(), weights, settings.gamma)
-    if settings.w_date > 0 and legs.dated:
-        fused = add_date_leg(
-            fused, legs.dated, settings.w_date, settings.gamma, settings.candidates
+        weights = {leg: settings.weight(leg) for leg in LEGS}
+        fused = rrf(legs.as_dict(), weights, settings.gamma)
+        if settings.w_date > 0 and legs.dated:
+            fused = add_date_leg(
+                fused, legs.dated, settings.w_date, settings.gamma, settings.candidates
+            )
+        if settings.thread_weight > 0 and fused:
+            # Only the first C fused rows lend: a row further down has little to lend, and each
+            # lender costs an index walk (measured: no recall lost, a third of the time).
+            lenders = [f.id for f in fused[: settings.candidates]]
+            followers = store.thread_followers(
+                scope, lenders, as_of, settings.thread_depth, filters=filters
+            )
+            fused = add_thread_context(fused, followers, settings.thread_weight)
+        slots = settings.reserve_slots(k)
+        remaining = [f.id for f in fused[k - slots :]]
+        keys = store.recency_keys(scope, remaining) if slots else {}
+        selection = select_with_reserve(
+            fused,
+            k,
+            slots,
+            recency_key=lambda row: recency(*keys[row], undated_last=settings.undated_last),
+            unmatched_fill=lambda exclude, n: store.latest_unmatched(
+                scope, exclude, as_of, n, filters=filters
+            ),
         )
-    if settings.thread_weight > 0 and fused:
-        # Only the first C fused rows lend: a row further down has little to lend, and each
-        # lender costs an index walk (measured: no recall lost, a third of the time).
-        lenders = [f.id for f in fused[: settings.candidates]]
-        followers = store.thread_followers(
-            scope, lenders, as_of, settings.thread_depth, filters=filters
-        )
-        fused = add_thread_context(fused, followers, settings.thread_weight)
-    slots = settings.reserve_slots(k)
-    remaining = [f.id for f in fused[k - slots :]]
-    keys = store.recency_keys(scope, remaining) if slots else {}
-    selection = select_with_reserve(
-        fused,
-        k,
-        slots,
-        recency_key=lambda row: recency(*keys[row], undated_last=settings.undated_last),
-        unmatched_fill=lambda exclude, n: store.latest_unmatched(
-            scope, exclude, as_of, n, filters=filters
-        ),
-    )
-    return [(f, False) for f in selection.fused] + [(f, True) for f in selection.reserved]
+        return [(f, False) for f in selection.fused] + [(f, True) for f in selection.reserved]
 
 
 def to_hits(store: Store, scope: str, chosen: list[tuple[Fused, bool]]) -> list[Hit]:
