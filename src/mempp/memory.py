@@ -260,11 +260,12 @@ class Memory:
         question = validate.query(query)
         bound = scope_bound(question, _as_of_key(as_of), config)
         scope_filters.check_with_as_of(bound)
-        legs = self.legs(question, as_of=bound, settings=config, filters=scope_filters)
-        chosen = fuse_and_select(
-            self._store, self.scope, legs, bound, config, k, filters=scope_filters
-        )
-        return to_hits(self._store, self.scope, chosen)
+        with self._store.reading():  # one read: on a standby that has every answered write
+            legs = self.legs(question, as_of=bound, settings=config, filters=scope_filters)
+            chosen = fuse_and_select(
+                self._store, self.scope, legs, bound, config, k, filters=scope_filters
+            )
+            return to_hits(self._store, self.scope, chosen)
 
     def effective_as_of(
         self, query: str, *, as_of: DateLike = None, settings: Settings | str | None = None
@@ -424,7 +425,8 @@ class Memory:
     def get(self, record_id: int) -> Record:
         """The record with this id (any state). Raises ``RecordNotFound``."""
         validate.record_id(record_id)
-        found = self._store.get(self.scope, [record_id])
+        with self._store.reading():
+            found = self._store.get(self.scope, [record_id])
         if record_id not in found:
             raise RecordNotFound(f"no record {record_id} in scope {self.scope!r}")
         return found[record_id]

@@ -58,6 +58,14 @@ def add_parser(commands: Any) -> None:
         choices=("critical", "error", "warning", "info", "debug"),
     )
     serve.add_argument(
+        "--read-url",
+        action="append",
+        default=None,
+        metavar="URL",
+        help="a PostgreSQL hot standby of the store to serve reads (repeatable; default "
+        "$MEMPP_PG_READ_URLS); reads see every write answered before them",
+    )
+    serve.add_argument(
         "--log-format",
         default=None,
         choices=LOG_FORMATS,
@@ -176,6 +184,10 @@ def _serve(args: argparse.Namespace, config: ServeConfig) -> int:
         "log_level": args.log_level,
         "timeout_graceful_shutdown": 30,  # in-flight requests (writes) finish first
     }
+    if args.read_url:
+        if "://" not in config.location:
+            raise InvalidInput("--read-url needs a PostgreSQL store (--db postgresql://...)")
+        os.environ["MEMPP_PG_READ_URLS"] = " ".join(args.read_url)  # the workers' too
     log_format = args.log_format or os.environ.get(ENV_LOG_FORMAT)
     if log_format:
         if log_format not in LOG_FORMATS:

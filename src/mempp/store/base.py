@@ -46,6 +46,11 @@ class Store(Protocol):
         """Does the store answer now? (A server's readiness: PostgreSQL may be away.)"""
         ...
 
+    def reading(self) -> AbstractContextManager[None]:
+        """Run the reads inside as one read: on PostgreSQL with read URLs, on a standby that
+        has every write answered before it began (see mempp.store.postgres.standby)."""
+        ...
+
     def warm(self, scope: str) -> None:
         """Load now what the first search of ``scope`` would otherwise load (in-RAM indexes
         and replicas), so that search is as fast as later ones. Safe to run in a thread of

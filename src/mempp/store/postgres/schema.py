@@ -8,6 +8,7 @@ Every concern of the engine (records, legs, change log, graph) is a mixin over
 
 from __future__ import annotations
 
+import contextvars
 import os
 import threading
 import urllib.parse
@@ -22,6 +23,7 @@ from mempp.store.migrations import Migration, newest, pending
 from mempp.store.postgres.bm25 import ScopeReplica
 from mempp.store.postgres.outage import RETRY_AFTER_S, Outage
 from mempp.store.postgres.replicas import ScopeCache, ScopeTags, ScopeVectors
+from mempp.store.postgres.standby import Standbys, read_pool, read_urls_from_env, reading_from
 
 if TYPE_CHECKING:
     import psycopg
@@ -516,7 +518,7 @@ class _PostgresBase:
             register_info(conn, vector_info)
             conn.prepare_threshold = prepare_threshold
 
-        def new_pool() -> psycopg_pool.ConnectionPool[Any]:
+        def new_pool(url: str = url) -> psycopg_pool.ConnectionPool[Any]:
             pool: psycopg_pool.ConnectionPool[Any] = psycopg_pool.ConnectionPool(
                 url,
                 kwargs=kwargs,
@@ -531,7 +533,7 @@ class _PostgresBase:
                 pool.open(wait=True, timeout=CONNECT_TIMEOUT_S)
             except psycopg_pool.PoolTimeout:
                 pool.close()
-                raise StoreError(f"cannot connect to {self.location}: timed out") from None
+                raise StoreError(f"cannot connect to {mask_url(url)}: timed out") from None
             return pool
 
         def reopen() -> None:
@@ -545,6 +547,7 @@ class _PostgresBase:
 
         self._pool: psycopg_pool.ConnectionPool[Any] = new_pool()
         self._outage = Outage(self.location, probe, reopen, lambda: self._pool.check())
+        self._standbys = self._open_standbys(new_pool)
         # Once bound, the encoder of a database never changes: cache it, saving a round
         # trip per search (Memory checks the encoder before every query).
         self._bound: tuple[str, int] | None = None
@@ -580,6 +583,48 @@ class _PostgresBase:
             kwargs["application_name"] = "mempp"
         return kwargs
 
+    def _open_standbys(self, new_pool: Callable[[str], Any]) -> Standbys:
+        """The hot standbys ``MEMPP_PG_READ_URLS`` names, each checked to be a replica of
+        this cluster (mempp.store.postgres.standby)."""
+        pools: list[tuple[str, Any]] = []
+        urls = read_urls_from_env()
+        if urls:
+            with self._pool.connection() as conn:
+                system = int(
+                    conn.execute("SELECT system_identifier FROM pg_control_system()").fetchone()[0]
+                )
+            try:
+                for read_url in urls:
+                    pool = new_pool(read_url)
+                    pools.append((mask_url(read_url), pool))
+                    with pool.connection() as conn:
+                        Standbys.check(conn, mask_url(read_url), system)
+            except BaseException:
+                for _, pool in pools:
+                    pool.close()
+                self._pool.close()
+                raise
+        return Standbys(pools, self._primary_position, self._psycopg)
+
+    def _primary_position(self) -> str:
+        with self._pool.connection() as conn:
+            return str(conn.execute("SELECT pg_current_wal_lsn()::text").fetchone()[0])
+
+    @contextmanager
+    def reading(self) -> Iterator[None]:
+        """Run the reads inside on a standby that has replayed the primary's current
+        position, if one has within a few milliseconds; else on the primary."""
+        if not self._standbys or read_pool() is not None:
+            yield
+            return
+        self._outage.refuse_if_down()
+        try:
+            pool = self._standbys.choose()
+        except self._psycopg.Error as exc:  # the primary's position could not be read
+            self._unavailable(f"no database connection ({_first_line(exc)})")
+        with reading_from(pool):
+            yield
+
     @contextmanager
     def _connection(self) -> Iterator[psycopg.Connection[Any]]:
         """A pooled connection holding one transaction: committed on success, else rolled back.
@@ -590,19 +635,23 @@ class _PostgresBase:
         psycopg = self._psycopg
         if self._closed:
             raise StoreError(f"{self.location} is closed")
-        self._outage.refuse_if_down()
+        standby = read_pool()
+        if standby is None:
+            self._outage.refuse_if_down()
         broken = False
         try:
-            with self._pool.connection() as conn:
+            with (standby or self._pool).connection() as conn:
                 try:
                     yield conn
                 except psycopg.OperationalError:
                     broken = conn.broken
                     raise
         except self._pool_errors as exc:
+            if standby is not None:  # chosen a moment ago: it went away under this read
+                raise StoreUnavailable(f"a standby of {self.location}: {exc}") from None
             self._unavailable(f"no database connection ({exc})")
         except psycopg.Error as exc:
-            if broken:
+            if broken and standby is None:
                 self._unavailable(f"the connection broke ({_first_line(exc)})")
             raise StoreError(f"{self.location}: {_first_line(exc)}") from None
 
@@ -695,6 +744,7 @@ class _PostgresBase:
 
     def close(self) -> None:
         self._outage.close()
+        self._standbys.close()
         with self._readers_lock:
             self._closed = True
             readers, self._readers = self._readers, None
@@ -720,7 +770,10 @@ class _PostgresBase:
             if not self._spare_connections.acquire(blocking=False):
                 break
             try:
-                elsewhere[index] = readers.submit(self._on_spare_connection, call)
+                # In the caller's context: a read's standby goes with its legs.
+                elsewhere[index] = readers.submit(
+                    contextvars.copy_context().run, self._on_spare_connection, call
+                )
             except RuntimeError:  # closed meanwhile: this call runs here (and fails there)
                 self._spare_connections.release()
                 break

@@ -13,7 +13,7 @@ import sqlite3
 import threading
 import weakref
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
@@ -511,6 +511,9 @@ class _SQLiteBase:
     def gather(self, calls: Sequence[Callable[[], T]]) -> list[T]:
         # One connection behind one lock: threads would only queue for it.
         return [call() for call in calls]
+
+    def reading(self) -> AbstractContextManager[None]:
+        return nullcontext()  # one file: every read sees every committed write
 
     def reachable(self) -> bool:
         # A file on this machine: it answers while it is open.

