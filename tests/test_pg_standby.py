@@ -4,8 +4,8 @@
 With ``MEMPP_PG_READ_URLS`` naming the standby: searches and gets are served by the standby
 once it has replayed the primary's position; a write is seen by the very next read (on this
 node and on another one); with the standby's replay paused, a record erased on the primary is
-never served from it (reads go to the primary); a read URL that is the primary itself, or not
-PostgreSQL's, is refused when the store opens.
+never served from it (reads go to the primary); a read URL that is the primary itself, another
+database of the cluster (another store), or not PostgreSQL's, is refused when the store opens.
 """
 
 from __future__ import annotations
@@ -110,13 +110,20 @@ def test_reads_go_to_a_caught_up_standby_and_see_every_answered_write(
                 conn.execute("SELECT pg_wal_replay_resume()")
 
 
-def test_a_read_url_that_is_the_primary_or_not_postgresql_is_refused(
+def test_a_read_url_that_is_the_primary_another_database_or_not_postgresql_is_refused(
     own_server: Any,  # noqa: F811
+    standby: str,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     primary = own_server.get_uri()
     monkeypatch.setenv(ENV_READ_URLS, primary)
     with pytest.raises(StoreError, match="not a standby"):
+        Memory(primary)
+    with psycopg.connect(primary, autocommit=True) as conn:  # another database of the cluster
+        conn.execute("CREATE DATABASE other_store")
+    _replayed(standby, primary)
+    monkeypatch.setenv(ENV_READ_URLS, standby.replace("/postgres?", "/other_store?"))
+    with pytest.raises(StoreError, match="names database 'other_store'"):
         Memory(primary)
     monkeypatch.setenv(ENV_READ_URLS, "mysql://elsewhere")
     with pytest.raises(InvalidInput, match="not a PostgreSQL URL"):

@@ -590,15 +590,16 @@ class _PostgresBase:
         urls = read_urls_from_env()
         if urls:
             with self._pool.connection() as conn:
-                system = int(
-                    conn.execute("SELECT system_identifier FROM pg_control_system()").fetchone()[0]
-                )
+                row = conn.execute(
+                    "SELECT system_identifier, current_database() FROM pg_control_system()"
+                ).fetchone()
+                primary = (int(row[0]), str(row[1]))
             try:
                 for read_url in urls:
                     pool = new_pool(read_url)
                     pools.append((mask_url(read_url), pool))
                     with pool.connection() as conn:
-                        Standbys.check(conn, mask_url(read_url), system)
+                        Standbys.check(conn, mask_url(read_url), primary)
             except BaseException:
                 for _, pool in pools:
                     pool.close()

@@ -65,11 +65,14 @@ class Standbys:
         return bool(self._pools)
 
     @staticmethod
-    def check(conn: Any, location: str, primary_system: int) -> None:
-        """Refuse a read URL that is not a hot standby of the primary's cluster."""
+    def check(conn: Any, location: str, primary: tuple[int, str]) -> None:
+        """Refuse a read URL that is not a hot standby of the primary's cluster, or that
+        names another database of it (another store)."""
         row = conn.execute(
-            "SELECT pg_is_in_recovery(), (SELECT system_identifier FROM pg_control_system())"
+            "SELECT pg_is_in_recovery(), (SELECT system_identifier FROM pg_control_system()), "
+            "current_database()"
         ).fetchone()
+        primary_system, primary_database = primary
         if not row[0]:
             raise StoreError(
                 f"read URL {location} is not a standby (not in recovery): it may be the "
@@ -79,6 +82,11 @@ class Standbys:
             raise StoreError(
                 f"read URL {location} is a standby of another cluster (system identifier "
                 f"{row[1]}, the store's is {primary_system})"
+            )
+        if row[2] != primary_database:
+            raise StoreError(
+                f"read URL {location} names database {row[2]!r}; the store is database "
+                f"{primary_database!r}"
             )
 
     def choose(self) -> Any | None:
