@@ -47,6 +47,7 @@ ENTRY_POINT_GROUP = "mempp.importers"
 
 def _builtin() -> dict[str, Callable[[], Importer]]:
     from mempp.importers.folder import FolderImporter
+    from mempp.importers.github import GitHubImporter
     from mempp.importers.mail import MailImporter
     from mempp.importers.slack import SlackImporter
 
@@ -54,6 +55,7 @@ def _builtin() -> dict[str, Callable[[], Importer]]:
         "slack": SlackImporter,
         "mail": MailImporter,
         "folder": lambda: FolderImporter(others=_other_than_folder),
+        "github": GitHubImporter,
     }
 
 
