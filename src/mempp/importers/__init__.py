@@ -48,6 +48,7 @@ ENTRY_POINT_GROUP = "mempp.importers"
 def _builtin() -> dict[str, Callable[[], Importer]]:
     from mempp.importers.folder import FolderImporter
     from mempp.importers.github import GitHubImporter
+    from mempp.importers.gitlab import GitLabImporter
     from mempp.importers.jira import JiraImporter
     from mempp.importers.mail import MailImporter
     from mempp.importers.slack import SlackImporter
@@ -57,6 +58,7 @@ def _builtin() -> dict[str, Callable[[], Importer]]:
         "mail": MailImporter,
         "folder": lambda: FolderImporter(others=_other_than_folder),
         "github": GitHubImporter,
+        "gitlab": GitLabImporter,
         "jira": JiraImporter,
     }
 

@@ -17,6 +17,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from mempp.importers.archive import MemberError, Tree
+from mempp.importers.base import Item, ItemError, Notice, Skipped
+from mempp.importers.inputs import hidden, located
+
 _SPACE = re.compile(r"[ \t\r\n]*")
 _BLANK_LINE = re.compile(r"\r?\n[ \t]*\r?\n")
 _HEADER = re.compile(r"^([A-Za-z0-9!#$%&'*+.^_`|~-]+):[ \t]*(.*?)[ \t]*$")
@@ -49,6 +53,42 @@ class Cut:
     page: int
     ordinal: int  # the element that could not be read
     reason: str
+
+
+def file_entries(tree: Tree, name: str) -> Iterator[Item | tuple[str, Entry]]:
+    """The elements of file ``name`` of ``tree``, each with its location (``FILE:N``), and
+    the items that account for what is not an element: a hidden or unreadable file, one
+    that is no API response, a page recorded with an error status, a cut."""
+    where = located(tree, name)
+    if hidden(name):
+        yield Skipped(where, "hidden file")
+        return
+    try:
+        raw = tree.read(name)
+    except MemberError as exc:
+        yield ItemError(where, str(exc))
+        return
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        yield ItemError(where, f"not UTF-8 text, so not an API response ({exc.reason})")
+        return
+    if not looks_like_pages(text):
+        yield Skipped(where, "not an API response", "neither JSON nor recorded HTTP headers")
+        return
+    found = 0
+    for entry in read_pages(text):
+        if isinstance(entry, Response):
+            if entry.status is not None and entry.status >= 400:
+                yield Notice(where, f"a page recorded with HTTP status {entry.status}")
+            continue
+        if isinstance(entry, Cut):
+            yield ItemError(f"{where}:{entry.ordinal}", entry.reason)
+            return
+        found += 1
+        yield f"{where}:{entry.ordinal}", entry
+    if not found:
+        yield Skipped(where, "empty page", "an API response without any item")
 
 
 def looks_like_pages(text: str) -> bool:

@@ -33,10 +33,10 @@ from typing import Any
 from urllib.parse import unquote
 
 from mempp.errors import InvalidInput, MemppError
-from mempp.importers.api_pages import Cut, Entry, Response, looks_like_pages, read_pages
+from mempp.importers.api_pages import Cut, Entry, file_entries, looks_like_pages, read_pages
 from mempp.importers.archive import MAX_MEMBER, MAX_UNPACKED, MemberError, Tree
 from mempp.importers.base import Item, ItemError, Notice, Skipped
-from mempp.importers.inputs import FileTree, Repeats, hidden, iso_moment, located, open_input
+from mempp.importers.inputs import FileTree, Repeats, iso_moment, open_input
 from mempp.records import Document
 
 _HTML = re.compile(r"^(https?://[^/]+)/([^/]+/[^/]+)/(issues|pull|pulls|milestone)/(\d+)")
@@ -189,36 +189,11 @@ class _Export:
             yield from self._file(name)
 
     def _file(self, name: str) -> Iterator[Item]:
-        where = located(self.tree, name)
-        if hidden(name):
-            yield Skipped(where, "hidden file")
-            return
-        try:
-            raw = self.tree.read(name)
-        except MemberError as exc:
-            yield ItemError(where, str(exc))
-            return
-        try:
-            text = raw.decode("utf-8-sig")
-        except UnicodeDecodeError as exc:
-            yield ItemError(where, f"not UTF-8 text, so not an API response ({exc.reason})")
-            return
-        if not looks_like_pages(text):
-            yield Skipped(where, "not an API response", "neither JSON nor recorded HTTP headers")
-            return
-        found = 0
-        for entry in read_pages(text):
-            if isinstance(entry, Response):
-                if entry.status is not None and entry.status >= 400:
-                    yield Notice(where, f"a page recorded with HTTP status {entry.status}")
-                continue
-            if isinstance(entry, Cut):
-                yield ItemError(f"{where}:{entry.ordinal}", entry.reason)
-                return
-            found += 1
-            yield from self._entry(name, f"{where}:{entry.ordinal}", entry)
-        if not found:
-            yield Skipped(where, "empty page", "an API response without any item")
+        for got in file_entries(self.tree, name):
+            if isinstance(got, tuple):
+                yield from self._entry(name, *got)
+            else:
+                yield got
 
     def _entry(self, file: str, location: str, entry: Entry) -> Iterator[Item]:
         value = entry.value
