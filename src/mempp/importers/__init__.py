@@ -46,6 +46,7 @@ ENTRY_POINT_GROUP = "mempp.importers"
 
 
 def _builtin() -> dict[str, Callable[[], Importer]]:
+    from mempp.importers.confluence import ConfluenceImporter
     from mempp.importers.folder import FolderImporter
     from mempp.importers.github import GitHubImporter
     from mempp.importers.gitlab import GitLabImporter
@@ -60,6 +61,7 @@ def _builtin() -> dict[str, Callable[[], Importer]]:
         "github": GitHubImporter,
         "gitlab": GitLabImporter,
         "jira": JiraImporter,
+        "confluence": ConfluenceImporter,
     }
 
 
