@@ -52,6 +52,7 @@ def _builtin() -> dict[str, Callable[[], Importer]]:
     from mempp.importers.gitlab import GitLabImporter
     from mempp.importers.jira import JiraImporter
     from mempp.importers.mail import MailImporter
+    from mempp.importers.notion import NotionImporter
     from mempp.importers.slack import SlackImporter
 
     return {
@@ -62,6 +63,7 @@ def _builtin() -> dict[str, Callable[[], Importer]]:
         "gitlab": GitLabImporter,
         "jira": JiraImporter,
         "confluence": ConfluenceImporter,
+        "notion": NotionImporter,
     }
 
 
