@@ -89,6 +89,8 @@ class ConfluenceImporter:
 
     def recognizes(self, path: str | os.PathLike[str]) -> bool:
         where = os.fspath(path)
+        if where.lower().endswith(".zip") and os.path.isfile(where):
+            return _space_zip(where)
         if os.path.isdir(where):
             where = os.path.join(where, "index.html")
         if not os.path.isfile(where) or not where.lower().endswith(PAGE_SUFFIXES):
@@ -118,6 +120,20 @@ class ConfluenceImporter:
                 yield from _file(tree, name)
         finally:
             tree.close()
+
+
+def _space_zip(path: str) -> bool:
+    """A space export's zip: pages and the export's own stylesheet, ``styles/site.css``."""
+    import zipfile
+
+    try:
+        with zipfile.ZipFile(path) as archive:
+            names = archive.namelist()
+    except (OSError, zipfile.BadZipFile, ValueError):
+        return False
+    return any(n.endswith("styles/site.css") for n in names) and any(
+        n.lower().endswith(PAGE_SUFFIXES) for n in names
+    )
 
 
 def _is_confluence(head: str) -> bool:
