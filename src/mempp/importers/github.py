@@ -36,7 +36,7 @@ from mempp.errors import InvalidInput, MemppError
 from mempp.importers.api_pages import Cut, Entry, file_entries, looks_like_pages, read_pages
 from mempp.importers.archive import MAX_MEMBER, MAX_UNPACKED, MemberError, Tree
 from mempp.importers.base import Item, ItemError, Notice, Skipped
-from mempp.importers.inputs import FileTree, Repeats, iso_moment, open_input
+from mempp.importers.inputs import FileTree, Repeats, iso_moment, listed, open_input
 from mempp.records import Document
 
 _HTML = re.compile(r"^(https?://[^/]+)/([^/]+/[^/]+)/(issues|pull|pulls|milestone)/(\d+)")
@@ -232,6 +232,8 @@ class _Export:
                 yield from self._event(file, location, entry)
         except MemppError as exc:
             yield ItemError(location, str(exc))
+        except (TypeError, AttributeError, ValueError) as exc:  # a field of an unexpected type
+            yield ItemError(location, f"a {kind} with a field of an unexpected type ({exc})")
 
     # -- fields --------------------------------------------------------------------------
 
@@ -333,7 +335,7 @@ class _Export:
         moment = yield from self._date(value, "created_at", location, f"{kind} #{number}")
         labels = [
             label["name"]
-            for label in value.get("labels") or []
+            for label in listed(value.get("labels"))
             if isinstance(label, dict) and isinstance(label.get("name"), str) and label["name"]
         ]
         word = "Pull request" if kind == "pull request" else "Issue"
@@ -347,7 +349,7 @@ class _Export:
             meta["milestone"] = milestone["title"]
         assignees = [
             a["login"]
-            for a in value.get("assignees") or []
+            for a in listed(value.get("assignees"))
             if isinstance(a, dict) and isinstance(a.get("login"), str)
         ]
         if assignees:

@@ -33,7 +33,7 @@ from mempp.importers.api_pages import Cut, Entry, file_entries, looks_like_pages
 from mempp.importers.archive import MAX_MEMBER, MAX_UNPACKED, MemberError, Tree
 from mempp.importers.base import Item, ItemError, Notice, Skipped
 from mempp.importers.github import foreign_hint
-from mempp.importers.inputs import FileTree, Repeats, iso_moment, open_input
+from mempp.importers.inputs import FileTree, Repeats, iso_moment, listed, open_input
 from mempp.records import Document
 
 _HOST = re.compile(r"^(https?://[^/]+)/")
@@ -162,6 +162,8 @@ class _Export:
                 yield from self._state_event(location, value, entry)
         except MemppError as exc:
             yield ItemError(location, str(exc))
+        except (TypeError, AttributeError, ValueError) as exc:  # a field of an unexpected type
+            yield ItemError(location, f"a {kind} with a field of an unexpected type ({exc})")
 
     # -- fields --------------------------------------------------------------------------
 
@@ -252,7 +254,7 @@ class _Export:
         path = self.paths.get(project)
         labels = [
             (lab if isinstance(lab, str) else lab.get("name"))
-            for lab in value.get("labels") or []
+            for lab in listed(value.get("labels"))
             if isinstance(lab, str) or (isinstance(lab, dict) and isinstance(lab.get("name"), str))
         ]
         tags = [path] if path else []

@@ -128,6 +128,11 @@ def html_text(markup: str) -> str:
     return "\n".join(line.rstrip() for line in text.strip().splitlines())
 
 
+def listed(value: object) -> list[object]:
+    """``value`` when it is a list, else no elements (a field an export got wrong)."""
+    return value if isinstance(value, list) else []
+
+
 def iso_moment(value: object) -> datetime | None:
     """An ISO 8601 timestamp as the APIs write it (``2019-11-12T21:00:13Z``,
     ``2024-09-04T13:25:57.113+02:00``), aware; ``None`` when absent or unreadable."""
