@@ -67,7 +67,7 @@ class GitHubImporter:
         self.max_member = max_member
 
     def recognizes(self, path: str | os.PathLike[str]) -> bool:
-        return _sniff(path) == "github"
+        return sniff_api(path) == "github"
 
     def read(self, path: str | os.PathLike[str]) -> Iterator[Item]:
         tree, warning = open_input(path, max_unpacked=self.max_unpacked, max_member=self.max_member)
@@ -81,7 +81,7 @@ class GitHubImporter:
             tree.close()
 
 
-def _sniff(path: str | os.PathLike[str]) -> str | None:
+def sniff_api(path: str | os.PathLike[str]) -> str | None:
     """``"github"``, ``"gitlab"`` or ``None`` from the first kilobytes of a ``.json``/``.http``
     file, or of the first few such files of a folder."""
     where = Path(path)

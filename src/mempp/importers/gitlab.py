@@ -32,7 +32,7 @@ from mempp.errors import InvalidInput, MemppError
 from mempp.importers.api_pages import Cut, Entry, file_entries, looks_like_pages, read_pages
 from mempp.importers.archive import MAX_MEMBER, MAX_UNPACKED, MemberError, Tree
 from mempp.importers.base import Item, ItemError, Notice, Skipped
-from mempp.importers.github import foreign_hint
+from mempp.importers.github import foreign_hint, sniff_api
 from mempp.importers.inputs import FileTree, Repeats, iso_moment, listed, open_input
 from mempp.records import Document
 
@@ -55,9 +55,7 @@ class GitLabImporter:
         self.max_member = max_member
 
     def recognizes(self, path: str | os.PathLike[str]) -> bool:
-        from mempp.importers.github import _sniff
-
-        return _sniff(path) == "gitlab"
+        return sniff_api(path) == "gitlab"
 
     def read(self, path: str | os.PathLike[str]) -> Iterator[Item]:
         tree, warning = open_input(path, max_unpacked=self.max_unpacked, max_member=self.max_member)

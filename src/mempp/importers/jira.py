@@ -200,10 +200,10 @@ class _Export:
                 base[role] = fields[role]
         created = fields.get("created")
         if created is None:
-            yield Notice(location, f"{key}: no readable created date; stored undated")
+            yield Notice(location, "no readable created date: stored undated")
         reporter = fields.get("reporter")
         if not reporter:
-            yield Notice(location, f"{key}: no reporter; stored without an author")
+            yield Notice(location, "no reporter: stored without an author")
         tags = [
             t for t in (fields.get("project"), fields.get("type"), *fields.get("labels", ())) if t
         ]
@@ -222,11 +222,9 @@ class _Export:
         for number, (cid, author_id, when, body, where) in enumerate(comments, start=1):
             author = yield from self._name(author_id, where)
             if when is None:
-                yield Notice(where, f"{key} comment {cid or number}: no readable date; undated")
+                yield Notice(where, "no readable date: stored undated")
             if "\ufffd" in body:
-                yield Notice(
-                    where, f"{key} comment {cid or number}: characters lost by the export (U+FFFD)"
-                )
+                yield Notice(where, "characters lost by the export (U+FFFD), stored as they are")
             meta = {"kind": "comment", "key": key}
             if cid:
                 meta["comment_id"] = cid
