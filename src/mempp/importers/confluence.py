@@ -35,8 +35,8 @@ from mempp.importers.inputs import (
     FileTree,
     Repeats,
     decode_text,
+    element_text,
     hidden,
-    html_text,
     located,
     open_input,
 )
@@ -308,18 +308,16 @@ def _page_id(name: str, text: str) -> str | None:
 
 
 def _body(main: Any) -> str:
-    import lxml.html
 
     for macro in main.xpath('.//*[contains(@class, "toc-macro")]'):
         macro.getparent().remove(macro)
     for section in main.xpath('.//div[contains(@class, "pageSection")]'):
         section.getparent().remove(section)  # comments and attachments, read on their own
-    return html_text(lxml.html.tostring(main, encoding="unicode"))
+    return element_text(main)
 
 
 def _comments(root: Any) -> list[tuple[str | None, str | None, datetime | date | None, str]]:
     """``(id, poster, date, text)`` of each comment of the page's Comments section."""
-    import lxml.html
 
     found = []
     for header in root.xpath('//h2[@id="comments"]'):
@@ -338,7 +336,7 @@ def _comments(root: Any) -> list[tuple[str | None, str | None, datetime | date |
                     who = match.group("who").strip() or None
                     posted, _ = parse_day(match.group("when"))
                 posted_div[-1].getparent().remove(posted_div[-1])
-            text = html_text(lxml.html.tostring(cell, encoding="unicode"))
+            text = element_text(cell)
             if text.strip() or who:
                 found.append((cid, who, posted, text))
     return found

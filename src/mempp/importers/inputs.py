@@ -12,6 +12,7 @@ import zipfile
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from pathlib import Path, PurePosixPath
+from typing import Any
 
 from mempp.errors import InvalidInput
 from mempp.importers.archive import MAX_MEMBER, MAX_UNPACKED, FolderTree, Tree, open_tree
@@ -110,21 +111,44 @@ def decode_text(raw: bytes, declared: str | None = None) -> tuple[str, str | Non
         return text, f"{problem or 'not UTF-8'}; read as Windows-1252"
 
 
+def _config() -> Any:
+    global _CONFIG
+    if _CONFIG is None:
+        try:
+            from inscriptis.css_profiles import CSS_PROFILES
+            from inscriptis.model.config import ParserConfig
+        except ImportError:
+            raise InvalidInput(
+                "reading HTML needs the import extra: pip install 'mempp[import]'"
+            ) from None
+        _CONFIG = ParserConfig(css=CSS_PROFILES["strict"], display_links=False)
+    return _CONFIG
+
+
+_CONFIG: Any = None
+
+
 def html_text(markup: str) -> str:
     """HTML as readable text (inscriptis, the ``import`` extra, which drops scripts and
     styles); tables keep their rows."""
-    try:
-        from inscriptis import get_text
-        from inscriptis.css_profiles import CSS_PROFILES
-        from inscriptis.model.config import ParserConfig
-    except ImportError:
-        raise InvalidInput(
-            "reading HTML needs the import extra: pip install 'mempp[import]'"
-        ) from None
+    config = _config()
+    from inscriptis import get_text
+
     if not markup.strip():
         return ""
-    config = ParserConfig(css=CSS_PROFILES["strict"], display_links=False)
-    text = get_text(markup, config)
+    return _tidy(get_text(markup, config))
+
+
+def element_text(element: Any) -> str:
+    """An lxml element (a page's body) as text, as :func:`html_text` makes it, without
+    writing the element out and parsing it again."""
+    config = _config()
+    from inscriptis.html_engine import Inscriptis
+
+    return _tidy(Inscriptis(element, config).get_text())
+
+
+def _tidy(text: str) -> str:
     return "\n".join(line.rstrip() for line in text.strip().splitlines())
 
 

@@ -35,7 +35,7 @@ from typing import Any
 from mempp.errors import InvalidInput, MemppError
 from mempp.importers.archive import MAX_MEMBER, MAX_UNPACKED, MemberError, Tree, open_tree
 from mempp.importers.base import Item, ItemError, Notice, Skipped
-from mempp.importers.inputs import decode_text, hidden, html_text, located, open_input
+from mempp.importers.inputs import decode_text, element_text, hidden, located, open_input
 from mempp.records import Document
 
 _ID = re.compile(r"\s([0-9a-f]{32})(?:\.[A-Za-z]+)?$")
@@ -432,6 +432,6 @@ def _html_page(text: str) -> tuple[str, dict[str, str], str] | None:
             if key and value:
                 properties[key] = value
     body = article[0].xpath('.//div[contains(@class, "page-body")]')
-    text_body = html_text(lxml.html.tostring(body[0], encoding="unicode")) if body else ""
+    text_body = element_text(body[0]) if body else ""
     lines = [title, *(f"{k}: {v}" for k, v in properties.items()), "", text_body]
     return title, properties, "\n".join(lines).strip()
