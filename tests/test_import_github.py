@@ -388,6 +388,7 @@ def test_a_zip_and_a_zip_bomb(tmp_path) -> None:
         for file in sorted(export.iterdir()):
             archive.write(file, f"gh/{file.name}")
     assert len(docs_of(read(packed))) == len(docs_of(read(export)))
+    assert GitHubImporter().recognizes(packed) and not get("gitlab").recognizes(packed)
     bomb = tmp_path / "bomb.zip"
     with zipfile.ZipFile(bomb, "w", zipfile.ZIP_DEFLATED) as archive:
         archive.writestr("issues.json", "[" + " " * 5_000_000 + "]")

@@ -85,6 +85,8 @@ def sniff_api(path: str | os.PathLike[str]) -> str | None:
     """``"github"``, ``"gitlab"`` or ``None`` from the first kilobytes of a ``.json``/``.http``
     file, or of the first few such files of a folder."""
     where = Path(path)
+    if where.suffix.lower() == ".zip" and where.is_file():
+        return _sniff_zip(where)
     if not where.is_dir():
         return _sniff_file(where)
     try:
@@ -94,14 +96,39 @@ def sniff_api(path: str | os.PathLike[str]) -> str | None:
     return next((kind for kind in map(_sniff_file, files[:5]) if kind is not None), None)
 
 
+def _sniff_zip(where: Path) -> str | None:
+    """The kind of the first ``.json``/``.http`` member of a zip, from its first kilobytes."""
+    import zipfile
+
+    try:
+        with zipfile.ZipFile(where) as archive:
+            members = sorted(
+                (
+                    info
+                    for info in archive.infolist()
+                    if info.filename.lower().endswith((".json", ".http"))
+                ),
+                key=lambda info: info.filename,
+            )
+            if not members:
+                return None
+            with archive.open(members[0]) as handle:
+                return _sniff_head(handle.read(16384).decode("utf-8", "replace"))
+    except (OSError, zipfile.BadZipFile, ValueError, RuntimeError, EOFError):
+        return None
+
+
 def _sniff_file(where: Path) -> str | None:
     if not where.is_file() or where.suffix.lower() not in (".json", ".http"):
         return None
     try:
         with where.open("rb") as handle:
-            head = handle.read(16384).decode("utf-8", "replace")
+            return _sniff_head(handle.read(16384).decode("utf-8", "replace"))
     except OSError:
         return None
+
+
+def _sniff_head(head: str) -> str | None:
     if not looks_like_pages(head):
         return None
     if re.search(r'"html_url"\s*:\s*"https?://[^"]+/(issues|pull)/\d+', head) and '"user"' in head:
