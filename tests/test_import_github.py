@@ -311,6 +311,17 @@ def test_import_reimport_and_an_edit_between_exports(tmp_path, engine_location) 
             if r.thread == f"{WEB}/issues/2" and r.day and r.day <= "2024-03-15"
         )
         assert thread2[-1] == ("2024-03-01", "acme/app#2 reopened by bo")
+        # The read path answers it: as of March 15 the state records of #2 end with the reopen.
+        hits = memory.search(
+            "acme/app#2 closed reopened",
+            as_of="2024-03-15",
+            thread=f"{WEB}/issues/2",
+            tags=["state"],
+        )
+        assert sorted((h.record.day, h.record.text) for h in hits) == [
+            ("2024-02-10", "acme/app#2 closed by ana"),
+            ("2024-03-01", "acme/app#2 reopened by bo"),
+        ]
 
 
 def test_a_truncated_page_keeps_what_precedes_the_cut(tmp_path) -> None:
