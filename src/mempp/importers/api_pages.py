@@ -180,10 +180,10 @@ class _Page:
             return None, self._fail("JSON nested too deeply")
         return value, None
 
-    def _entry(self, value: Any) -> Iterator[Entry]:
-        if isinstance(value, list):  # a page of pages (--slurp)
+    def _entry(self, value: Any, depth: int = 0) -> Iterator[Entry]:
+        if isinstance(value, list) and depth < 2:  # a page of pages (--slurp); no deeper
             for inner in value:
-                yield from self._entry(inner)
+                yield from self._entry(inner, depth + 1)
             return
         self.ordinal += 1
         yield Entry(self.page, self.ordinal, value, self.response)
