@@ -38,6 +38,7 @@ from mempp.importers.archive import MAX_MEMBER, MAX_UNPACKED, MemberError, Tree
 from mempp.importers.base import Item, ItemError, Notice, Skipped
 from mempp.importers.inputs import FileTree, Repeats, iso_moment, listed, open_input
 from mempp.records import Document
+from mempp.validate import shown
 
 _HTML = re.compile(r"^(https?://[^/]+)/([^/]+/[^/]+)/(issues|pull|pulls|milestone)/(\d+)")
 _API = re.compile(
@@ -287,7 +288,7 @@ class _Export:
         moment = iso_moment(value.get(key))
         if moment is None:
             said = value.get(key)
-            why = f"unreadable {key} {said!r}" if said else f"no {key}"
+            why = f"unreadable {key} {shown(said)}" if said else f"no {key}"
             yield Notice(location, f"{what}: {why}; stored undated")
         return moment
 
