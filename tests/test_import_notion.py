@@ -62,6 +62,9 @@ HTML_PAGE = """<html><head><meta http-equiv="Content-Type" content="text/html; c
 <tr class="property-row property-row-created_time"><th>Created</th>
 <td><time>@April 2, 2024 3:37 PM</time></td></tr>
 <tr class="property-row property-row-person"><th>Created by</th><td>Cy Chen</td></tr>
+<tr class="property-row property-row-last_edited_time"><th>Last edited time</th>
+<td><time>@April 9, 2024 10:02 AM</time></td></tr>
+<tr class="property-row property-row-last_edited_by"><th>Last edited by</th><td>Bo Berg</td></tr>
 </tbody></table></header><div class="page-body"><p>Fewer meetings, more demos.</p>
 <script>alert('x')</script></div></article></body></html>"""
 
@@ -186,8 +189,13 @@ def test_html_pages_with_properties(tmp_path) -> None:
     (folder / "other.html").write_text("<html><body><p>not Notion's</p></body></html>")
     found = read(folder)
     docs = docs_of(found)
-    assert len(docs) == 1
-    retro = docs[0]
+    assert len(docs) == 2
+    retro, edited = docs
+    assert (edited.text, edited.author, edited.date.text) == (
+        "Retro last edited",
+        "Bo Berg",
+        "2024-04-09T10:02:00",
+    )
     assert (retro.author, retro.date.text) == ("Cy Chen", "2024-04-02T15:37:00")
     assert "Fewer meetings, more demos." in retro.text
     assert "alert" not in retro.text and "color" not in retro.text

@@ -334,17 +334,20 @@ class _Export:
             metadata=meta,
         )
         edited = dates.get("Last edited time") or dates.get("Last edited")
+        if edited is None:
+            return
+        # What the page said held from its last edit to the export: the status if it has one.
         status = properties.get("Status")
-        if edited is not None and status:
-            yield Document.create(
-                f"{title} status: {status}",
-                author=properties.get("Last edited by") or None,
-                date=edited,
-                tags=[database or "page", "state"],
-                source=f"{uri}#status-{edited.isoformat()}",
-                thread=uri,
-                metadata={"kind": "state", "event": "status", "title": title},
-            )
+        event = "status" if status else "edited"
+        yield Document.create(
+            f"{title} status: {status}" if status else f"{title} last edited",
+            author=properties.get("Last edited by") or None,
+            date=edited,
+            tags=[database or "page", "state"],
+            source=f"{uri}#{event}-{edited.isoformat()}",
+            thread=uri,
+            metadata={"kind": "state", "event": event, "title": title},
+        )
 
     def _csv(self, tree: Tree, name: str, where: str, databases: dict[str, str]) -> Iterator[Item]:
         stem = PurePosixPath(name).stem
