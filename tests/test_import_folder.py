@@ -104,8 +104,8 @@ def test_registry_names_and_refusals() -> None:
     for name in ("slack", "mail", "folder"):
         importer = get(name)
         assert isinstance(importer, Importer) and importer.name == name
-    with pytest.raises(InvalidInput, match=r"unknown importer 'jira' \(choose from: .*slack"):
-        get("jira")
+    with pytest.raises(InvalidInput, match=r"unknown importer 'asana' \(choose from: .*slack"):
+        get("asana")
 
 
 def test_an_installed_package_adds_an_importer_through_the_entry_point_group(
@@ -205,7 +205,7 @@ def test_cli_import_slack_dry_run_then_real_then_again(capsys, tmp_path) -> None
         (["import", "slack", "{tmp}/nowhere.zip"], "nowhere.zip: no such file or folder"),
         (["import", "slack", "{tmp}"], "not a Slack export"),
         (["import", "mail", "{tmp}"], "no .mbox or .eml file and no Maildir"),
-        (["import", "jira", "{tmp}"], "unknown importer 'jira'"),
+        (["import", "asana", "{tmp}"], "unknown importer 'asana'"),
         (["import", "slack", "{tmp}", "--batch-size", "0"], "--batch-size must be >= 1"),
     ],
 )

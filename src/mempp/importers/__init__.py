@@ -46,14 +46,24 @@ ENTRY_POINT_GROUP = "mempp.importers"
 
 
 def _builtin() -> dict[str, Callable[[], Importer]]:
+    from mempp.importers.confluence import ConfluenceImporter
     from mempp.importers.folder import FolderImporter
+    from mempp.importers.github import GitHubImporter
+    from mempp.importers.gitlab import GitLabImporter
+    from mempp.importers.jira import JiraImporter
     from mempp.importers.mail import MailImporter
+    from mempp.importers.notion import NotionImporter
     from mempp.importers.slack import SlackImporter
 
     return {
         "slack": SlackImporter,
         "mail": MailImporter,
         "folder": lambda: FolderImporter(others=_other_than_folder),
+        "github": GitHubImporter,
+        "gitlab": GitLabImporter,
+        "jira": JiraImporter,
+        "confluence": ConfluenceImporter,
+        "notion": NotionImporter,
     }
 
 
