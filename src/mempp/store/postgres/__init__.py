@@ -60,24 +60,22 @@ server's API keys), combined here as ``PostgresStore``.
 from __future__ import annotations
 
 from mempp.store.postgres.bulk import BULK_MIN_ROWS, HNSW_BUILD_MEMORY_MAX_MB, _BulkMixin
-from mempp.store.postgres.erasure import _ErasureMixin
-from mempp.store.postgres.graph import _GraphMixin
-from mempp.store.postgres.keys import _KeysMixin
-from mempp.store.postgres.legs import _LegsMixin
-from mempp.store.postgres.nearest import EF_SEARCH_CEILING, VECTORS_MAX_ROWS
-from mempp.store.postgres.schema import (
-    BM25_MAX_ROWS,
+from mempp.store.postgres.connect import (
     CONNECT_TIMEOUT_S,
     DEFAULT_PREPARE_THRESHOLD,
     ENV_PREPARE_THRESHOLD,
-    HNSW_MAX_DIM,
     INSTALL_HINT,
-    MIGRATIONS,
     POOL_MAX_SIZE,
     POOL_MIN_SIZE,
     mask_url,
     prepare_threshold_from_env,
 )
+from mempp.store.postgres.erasure import _ErasureMixin
+from mempp.store.postgres.graph import _GraphMixin
+from mempp.store.postgres.keys import _KeysMixin
+from mempp.store.postgres.legs import _LegsMixin
+from mempp.store.postgres.nearest import EF_SEARCH_CEILING, VECTORS_MAX_ROWS
+from mempp.store.postgres.schema import BM25_MAX_ROWS, HNSW_MAX_DIM, MIGRATIONS
 from mempp.store.postgres.timeline import _TimelineMixin
 from mempp.store.postgres.verify import _VerifyMixin
 

@@ -35,7 +35,8 @@ from mempp.errors import StoreError
 from mempp.records import AddResult, Document, text_hash
 from mempp.store.base import UNDATED_DEDUPE_KEY as UNDATED
 from mempp.store.base import dedupe_date
-from mempp.store.postgres.schema import HNSW_MAX_DIM, _first_line, _PostgresBase
+from mempp.store.postgres.connect import _first_line
+from mempp.store.postgres.schema import HNSW_MAX_DIM, _PostgresBase
 
 if TYPE_CHECKING:
     import psycopg
