@@ -45,7 +45,8 @@ __all__ = [
 ENTRY_POINT_GROUP = "mempp.importers"
 
 
-def _builtin() -> dict[str, Callable[[], Importer]]:
+def _builtin() -> dict[str, Callable[..., Importer]]:
+    from mempp.importers.discord import DiscordImporter
     from mempp.importers.folder import FolderImporter
     from mempp.importers.mail import MailImporter
     from mempp.importers.slack import SlackImporter
@@ -54,6 +55,7 @@ def _builtin() -> dict[str, Callable[[], Importer]]:
         "slack": SlackImporter,
         "mail": MailImporter,
         "folder": lambda: FolderImporter(others=_other_than_folder),
+        "discord": DiscordImporter,
     }
 
 
@@ -71,9 +73,10 @@ def names() -> list[str]:
     return sorted(set(_builtin()) | set(_entry_points()))
 
 
-def get(name: str) -> Importer:
-    """A new importer by name, with its default options. mempp's own names come first: a
-    package cannot replace them."""
+def get(name: str, **options: object) -> Importer:
+    """A new importer by name, built with ``options`` as keyword arguments (none: its
+    defaults). mempp's own names come first: a package cannot replace them. An option the
+    importer does not take is an ``InvalidInput`` naming it."""
     factory = _builtin().get(name)
     if factory is None:
         point = _entry_points().get(name)
@@ -83,7 +86,14 @@ def get(name: str) -> Importer:
             factory = point.load()
         except Exception as exc:  # a third party's import error, told in one line
             raise MemppError(f"the {name!r} importer ({point.value}) cannot load: {exc}") from exc
-    importer = factory()
+    try:
+        importer = factory(**options)
+    except TypeError as exc:
+        if not options:
+            raise
+        raise InvalidInput(
+            f"the {name!r} importer takes no option {', '.join(sorted(options))} ({exc})"
+        ) from None
     if not isinstance(importer, Importer):
         raise MemppError(
             f"the {name!r} importer does not implement the Importer protocol "

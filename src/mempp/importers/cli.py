@@ -44,6 +44,13 @@ def add_parser(commands: Any) -> None:
     )
     imports.add_argument("source", metavar="SOURCE", help="slack, mail, folder, or installed")
     imports.add_argument("paths", nargs="+", metavar="PATH")
+    imports.add_argument(
+        "--date",
+        metavar="YYYY-MM-DD",
+        default=None,
+        help="the day of a source whose items carry only times (a meeting transcript); "
+        "passed to the importer as its date option",
+    )
     _common(imports)
 
 
@@ -78,7 +85,8 @@ def run(
         batch_size = BULK_BATCH if args.bulk else DEFAULT_BATCH
     if batch_size < 1:
         raise InvalidInput("--batch-size must be >= 1")
-    importer = get("folder" if args.command == "ingest" else args.source)
+    options = {"date": args.date} if getattr(args, "date", None) is not None else {}
+    importer = get("folder" if args.command == "ingest" else args.source, **options)
     items = read_paths(importer, args.paths)  # a path that is no export fails here, storeless
     memory = None
     if not args.dry_run or _exists(location):  # a dry run creates no store
