@@ -50,12 +50,14 @@ def _builtin() -> dict[str, Callable[..., Importer]]:
     from mempp.importers.folder import FolderImporter
     from mempp.importers.mail import MailImporter
     from mempp.importers.slack import SlackImporter
+    from mempp.importers.transcript import TranscriptImporter
 
     return {
         "slack": SlackImporter,
         "mail": MailImporter,
         "folder": lambda: FolderImporter(others=_other_than_folder),
         "discord": DiscordImporter,
+        "transcript": TranscriptImporter,
     }
 
 
