@@ -51,6 +51,7 @@ def _builtin() -> dict[str, Callable[..., Importer]]:
     from mempp.importers.mail import MailImporter
     from mempp.importers.slack import SlackImporter
     from mempp.importers.transcript import TranscriptImporter
+    from mempp.importers.trello import TrelloImporter
 
     return {
         "slack": SlackImporter,
@@ -58,6 +59,7 @@ def _builtin() -> dict[str, Callable[..., Importer]]:
         "folder": lambda: FolderImporter(others=_other_than_folder),
         "discord": DiscordImporter,
         "transcript": TranscriptImporter,
+        "trello": TrelloImporter,
     }
 
 
