@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from mempp import Document, InvalidInput, Memory
-from mempp.cli import main
+from mempp.cli.main import main
 from mempp.importers import ItemError, Notice, Skipped, get, run_import
 from mempp.importers.discord import DiscordImporter
 from realdata import sample

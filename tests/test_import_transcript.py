@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from mempp import Document, InvalidInput, Memory
-from mempp.cli import main
+from mempp.cli.main import main
 from mempp.importers import ItemError, Notice, Skipped, get, run_import
 from mempp.importers.transcript import TranscriptImporter
 from realdata import sample
