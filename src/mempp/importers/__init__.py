@@ -50,6 +50,7 @@ def _builtin() -> dict[str, Callable[..., Importer]]:
     from mempp.importers.folder import FolderImporter
     from mempp.importers.mail import MailImporter
     from mempp.importers.slack import SlackImporter
+    from mempp.importers.teams import TeamsImporter
     from mempp.importers.transcript import TranscriptImporter
     from mempp.importers.trello import TrelloImporter
 
@@ -58,6 +59,7 @@ def _builtin() -> dict[str, Callable[..., Importer]]:
         "mail": MailImporter,
         "folder": lambda: FolderImporter(others=_other_than_folder),
         "discord": DiscordImporter,
+        "teams": TeamsImporter,
         "transcript": TranscriptImporter,
         "trello": TrelloImporter,
     }
