@@ -48,6 +48,7 @@ ENTRY_POINT_GROUP = "mempp.importers"
 def _builtin() -> dict[str, Callable[..., Importer]]:
     from mempp.importers.discord import DiscordImporter
     from mempp.importers.folder import FolderImporter
+    from mempp.importers.keep import KeepImporter
     from mempp.importers.mail import MailImporter
     from mempp.importers.slack import SlackImporter
     from mempp.importers.teams import TeamsImporter
@@ -59,6 +60,7 @@ def _builtin() -> dict[str, Callable[..., Importer]]:
         "mail": MailImporter,
         "folder": lambda: FolderImporter(others=_other_than_folder),
         "discord": DiscordImporter,
+        "keep": KeepImporter,
         "teams": TeamsImporter,
         "transcript": TranscriptImporter,
         "trello": TrelloImporter,
