@@ -40,6 +40,7 @@ from mempp.importers.exports import (
     text_field,
     versioned,
     where,
+    zip_heads,
 )
 from mempp.records import Document
 
@@ -77,7 +78,8 @@ class DiscordImporter:
             return _looks_like(where_)
         if where_.is_dir():
             return any(_looks_like(p) for p in sorted(where_.glob("*.json"))[:5])
-        return False
+        heads = zip_heads(where_, ".json") if where_.is_file() else None
+        return bool(heads) and b'"guild"' in heads[0][1] and b'"channel"' in heads[0][1]
 
     def read(self, path: str | os.PathLike[str]) -> Iterator[Item]:
         tree, warning = open_export(

@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import zipfile
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -60,6 +61,37 @@ def open_export(
     if where.is_file() and where.suffix.lower() in file_suffixes:
         return FileTree(where, max_member), None
     return open_tree(where, max_unpacked=max_unpacked, max_member=max_member)
+
+
+def zip_names(path: str | os.PathLike[str]) -> list[str] | None:
+    """A zip's member names (its table of contents only), or ``None`` for no readable zip."""
+    try:
+        if not zipfile.is_zipfile(path):
+            return None
+        with zipfile.ZipFile(path) as archive:
+            return archive.namelist()
+    except (OSError, zipfile.BadZipFile):
+        return None
+
+
+def zip_heads(
+    path: str | os.PathLike[str], suffix: str, count: int = 3
+) -> list[tuple[str, bytes]] | None:
+    """For ``recognizes``: the names of a zip's first ``count`` members ending in ``suffix``
+    with their first 4 KiB, or ``None`` when ``path`` is no readable zip. Cheap: the table
+    of contents and a few bytes."""
+    try:
+        if not zipfile.is_zipfile(path):
+            return None
+        with zipfile.ZipFile(path) as archive:
+            names = [n for n in archive.namelist() if n.lower().endswith(suffix)][:count]
+            heads = []
+            for name in names:
+                with archive.open(name) as handle:
+                    heads.append((name, handle.read(4096)))
+            return heads
+    except (OSError, zipfile.BadZipFile, RuntimeError, NotImplementedError, EOFError):
+        return None
 
 
 def where(tree: Tree, name: str) -> str:

@@ -36,6 +36,7 @@ from mempp.importers.exports import (
     text_field,
     versioned,
     where,
+    zip_heads,
 )
 from mempp.records import Document
 
@@ -63,6 +64,9 @@ class KeepImporter:
 
     def recognizes(self, path: str | os.PathLike[str]) -> bool:
         where_ = Path(path)
+        if where_.is_file() and where_.suffix.lower() != ".json":
+            heads = zip_heads(where_, ".json")
+            return bool(heads) and all(k.encode() in heads[0][1] for k in _KEEP_KEYS)
         files = [where_] if where_.is_file() else sorted(where_.glob("*.json"))[:5]
         for file in files:
             if file.suffix.lower() != ".json":

@@ -41,6 +41,7 @@ from mempp.importers.exports import (
     text_field,
     versioned,
     where,
+    zip_names,
 )
 from mempp.records import Document
 
@@ -85,7 +86,13 @@ class TeamsImporter:
             return (where_ / "teams" / "teamsList.json").is_file() or (
                 where_ / "teamsList.json"
             ).is_file()
-        return where_.is_file() and bool(_LISTS.match(where_.name))
+        if where_.is_file() and _LISTS.match(where_.name):
+            return True
+        names = zip_names(where_) if where_.is_file() else None
+        return bool(names) and any(
+            _LISTS.match(PurePosixPath(name).name) or name.endswith("teamsList.json")
+            for name in names or ()
+        )
 
     def read(self, path: str | os.PathLike[str]) -> Iterator[Item]:
         tree, warning = open_export(

@@ -3,7 +3,9 @@ import`` use.
 
 Each upload is saved under its own name in a private temporary folder. A file goes to the
 first importer that recognizes it: Markdown / text with front matter and JSON Lines (the
-folder importer), a Slack export zip, a mailbox (``.mbox``, ``.eml``). The upload is refused
+folder importer), a Slack export zip, a mailbox (``.mbox``, ``.eml``), a DiscordChatExporter,
+Trello board or Keep note ``.json``, a Teams export or Keep Takeout zip, a ``.vtt``, ``.srt``
+or IRC ``.log`` transcript. The upload is refused
 whole, before anything is stored, when a file is of no kind mempp reads or cannot be opened at
 all (a broken zip, a zip that is no Slack export); within a readable file, a bad line or
 message is reported as ``name:line: reason`` and the good ones are kept, as the CLI does.
@@ -30,8 +32,12 @@ from mempp.server.web.access import WebError
 
 # Tried in this order: the folder importer goes by the file's suffix alone, so a note that
 # happens to start with "From " stays a note.
-IMPORTERS = ("folder", "slack", "mail")
-KINDS = ".md, .markdown, .txt, .jsonl, .ndjson, a Slack export .zip, .mbox, .eml"
+IMPORTERS = ("folder", "slack", "mail", "discord", "trello", "teams", "keep", "transcript")
+KINDS = (
+    ".md, .markdown, .txt, .jsonl, .ndjson, a Slack export .zip, .mbox, .eml, "
+    "DiscordChatExporter, Trello board or Google Keep .json, a Teams export or Keep Takeout "
+    ".zip, .vtt, .srt, an IRC .log"
+)
 _UNSAFE = re.compile(r"[^A-Za-z0-9._ -]+")
 
 
