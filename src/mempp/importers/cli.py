@@ -40,9 +40,12 @@ def add_parser(commands: Any) -> None:
         help="store an organization's record from where it lives: a Slack export, mailboxes",
         description="Import documents with an importer: slack (a workspace export, .zip or "
         "folder), mail (.mbox, .eml, Maildir, or a folder of them), folder (what ingest "
-        "reads), or one an installed package registers (entry-point group mempp.importers).",
+        "reads), discord, teams, trello, transcript, keep (see docs/importers.md), or one an "
+        "installed package registers (entry-point group mempp.importers).",
     )
-    imports.add_argument("source", metavar="SOURCE", help="slack, mail, folder, or installed")
+    imports.add_argument(
+        "source", metavar="SOURCE", help="an importer's name (mempp's, or installed)"
+    )
     imports.add_argument("paths", nargs="+", metavar="PATH")
     imports.add_argument(
         "--date",
