@@ -157,6 +157,20 @@ def test_reply_chains_threads_and_days(tmp_path) -> None:
     assert [s.reason for s in found if isinstance(s, Skipped)] == ["GuildMemberJoin"]
 
 
+def test_an_author_given_by_id_alone_is_named_from_the_export(tmp_path) -> None:
+    messages = [
+        *base_messages(),
+        message("15", "2024-03-13T09:00:00Z", "by id", {"id": "2"}),
+        message("16", "2024-03-13T09:01:00Z", "stranger", {"id": "77"}),
+    ]
+    found = items(write(tmp_path / "ops.json", export("500", messages)))
+    by_id, stranger = docs(found)[-2:]
+    assert by_id.author == "Bo" and by_id.meta["author_id"] == "2"
+    assert stranger.author == "77"
+    told = [n.message for n in found if isinstance(n, Notice)]
+    assert told == ["author 77 has no name in the export: kept as the id"]
+
+
 def test_an_edit_in_a_later_export_is_a_new_version_and_the_old_is_kept(tmp_path) -> None:
     first = write(tmp_path / "a" / "ops.json", export("500", base_messages()))
     changed = base_messages()

@@ -229,6 +229,19 @@ def test_bad_input_is_named_and_the_rest_read(tmp_path) -> None:
         TranscriptImporter(date="March 3")
 
 
+def test_a_file_over_the_cap_is_one_failure(tmp_path, monkeypatch) -> None:
+    monkeypatch.setattr("mempp.importers.transcript.MAX_FILE", 1000)
+    folder = tmp_path / "in"
+    folder.mkdir()
+    (folder / "big.vtt").write_text(VTT * 10)
+    (folder / "small.srt").write_text(SRT)
+    found = items(folder, date="2024-03-12")
+    assert [(Path(e.location).name, e.reason) for e in found if isinstance(e, ItemError)] == [
+        ("big.vtt", "larger than the 0.000954 MiB cap for a transcript")
+    ]
+    assert len(docs(found)) == 3
+
+
 def test_a_long_log_reads_every_line(tmp_path) -> None:
     lines = [
         f"[2024-03-12T{9 + n // 3600:02d}:{n // 60 % 60:02d}:{n % 60:02d}Z]\t"

@@ -205,7 +205,10 @@ def _load(file: Path) -> tuple[tuple[str, str | None], str | None]:
     try:
         size = file.stat().st_size
         if size > MAX_FILE:
-            return ("", None), f"larger than {MAX_FILE >> 20} MiB"
+            return (
+                "",
+                None,
+            ), f"larger than the {MAX_FILE / (1 << 20):.3g} MiB cap for a transcript"
         raw = file.read_bytes()
     except OSError as exc:
         return ("", None), exc.strerror or str(exc)
