@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from mempp import Document, InvalidInput, Memory
+from mempp.cli.main import main
 from mempp.importers import ItemError, Notice, Skipped, get, run_import
 from mempp.importers.keep import KeepImporter
 from realdata import sample
@@ -170,3 +171,16 @@ def test_bad_input_and_a_bomb(tmp_path) -> None:
     empty.mkdir()
     with pytest.raises(InvalidInput, match="no Google Keep note"):
         items(empty)
+
+
+def test_cli_names_the_owner_through_an_option(tmp_path, capsys) -> None:
+    root = takeout(tmp_path / "t", NOTES)
+    db = tmp_path / "m.db"
+    argv = ["--db", str(db), "import", "keep", str(root), "--dry-run", "--json"]
+    assert main([*argv, "--option", "author=Ana López"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["added"] == 2 and summary["skipped_by_reason"]["trashed"] == 1
+    assert main([*argv, "--option", "owner=Ana"]) == 2
+    assert "takes no option owner" in capsys.readouterr().err
+    assert main([*argv, "--option", "no-equals"]) == 2
+    assert "KEY=VALUE" in capsys.readouterr().err

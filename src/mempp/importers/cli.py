@@ -54,6 +54,14 @@ def add_parser(commands: Any) -> None:
         help="the day of a source whose items carry only times (a meeting transcript); "
         "passed to the importer as its date option",
     )
+    imports.add_argument(
+        "--option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="an option of the importer, as a keyword argument (repeatable): "
+        "--option author='Ana López' names a Keep Takeout's owner",
+    )
     _common(imports)
 
 
@@ -88,7 +96,9 @@ def run(
         batch_size = BULK_BATCH if args.bulk else DEFAULT_BATCH
     if batch_size < 1:
         raise InvalidInput("--batch-size must be >= 1")
-    options = {"date": args.date} if getattr(args, "date", None) is not None else {}
+    options = _options(getattr(args, "option", []))
+    if getattr(args, "date", None) is not None:
+        options["date"] = args.date
     importer = get("folder" if args.command == "ingest" else args.source, **options)
     items = read_paths(importer, args.paths)  # a path that is no export fails here, storeless
     memory = None
@@ -120,6 +130,17 @@ def run(
                 memory.close()
     _print(report, args.json)
     return EXIT_PARTIAL if report.failures else EXIT_OK
+
+
+def _options(pairs: list[str]) -> dict[str, object]:
+    """``KEY=VALUE`` pairs as keyword options (values are strings; the importer checks them)."""
+    options: dict[str, object] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip().isidentifier():
+            raise InvalidInput(f"--option must be KEY=VALUE with KEY a name, got {pair!r}")
+        options[key.strip()] = value
+    return options
 
 
 def _exists(location: str) -> bool:

@@ -327,6 +327,8 @@ def _metadata(
         out["reply_to"] = reference["messageId"]
     if edited is not None:
         out["edited"] = message["timestampEdited"]
+    if message.get("isPinned") is True:
+        out["pinned"] = True
     if message.get("type") not in (None, "Default"):
         out["type"] = message["type"]
     return out

@@ -334,6 +334,7 @@ def _irc(file: Path, body: str, meeting: _Meeting) -> Iterator[Item]:
         stamp, nick, words = match.group(1), match.group(2), match.group(3)
         if nick is None:  # "* nick does something"
             nick, words = match.group(4), f"* {match.group(5)}"
+        nick = nick.strip().lstrip("@+%~&") or nick  # channel modes some clients show
         words = words.strip()
         at = _irc_time(stamp, meeting.day, meeting.start)
         if at is None and not _CLOCK.match(stamp.strip()):
