@@ -120,7 +120,11 @@ def test_the_real_example_guild_reads_with_its_quirks_told() -> None:
     plain = by_source[f"{chill}/1060954419862188072"]
     edited = by_source[f"{chill}/1060954419862188072#edited=2023-01-12T16:14:05.275Z"]
     assert (plain.text, edited.text) == (":pepeheart:", ":pepeheart: :pepeheart: :pepeheart:")
-    assert edited.date == plain.date and edited.meta["edited"].startswith("2023-01-12")
+    # The edited text is dated by its edit, the posting time kept.
+    assert edited.date.text.startswith("2023-01-12T16:14:05") and plain.date.text.startswith(
+        "2023-01-06T16:14:05"
+    )
+    assert edited.meta["posted"] == "2023-01-06T16:14:05.275+00:00"
     assert by_source[f"{url}/1012224565567721552/1060928071600975873"].text == (
         "EZ, thanks :pepeheart:"
     )
@@ -184,6 +188,14 @@ def test_an_edit_in_a_later_export_is_a_new_version_and_the_old_is_kept(tmp_path
         assert later.added == 2 and later.skipped["already imported"] == 2
         texts = sorted(r.text for r in memory.records() if "Standup" in r.text)
         assert texts == ["Standup moved to 10", "Standup moved to 11"]
+
+        # Before the edit only the first text answers; after it, the edit is there too.
+        def standups(as_of: str) -> set[str]:
+            hits = memory.search("standup", as_of=as_of)
+            return {h.record.text for h in hits if "Standup" in h.record.text}
+
+        assert standups("2024-03-13T08:10:00+00:00") == {"Standup moved to 10"}
+        assert standups("2024-03-13") == {"Standup moved to 10", "Standup moved to 11"}
         assert run_import(memory, get("discord"), second).added == 0
         assert run_import(memory, get("discord"), first).added == 0
         assert len(memory) == 5

@@ -74,7 +74,9 @@ def test_notes_checklists_labels_and_trash(tmp_path) -> None:
     found = items(takeout(tmp_path, NOTES))
     groceries, plan = docs(found)
     assert groceries.text == "Groceries\n\n[x] Milk\n[ ] Eggs" and groceries.tags == ("home",)
-    assert groceries.date.text == "2024-03-12T09:00:00+00:00" and groceries.author is None
+    # Dated by the last edit (the text as it stands), created in metadata.
+    assert groceries.date.text == "2024-03-12T09:10:00+00:00" and groceries.author is None
+    assert groceries.meta["created"] == "2024-03-12T09:00:00+00:00"
     assert groceries.source == "keep://Groceries#edited=2024-03-12T09:10:00.000Z"
     assert groceries.thread == "keep://Groceries"
     assert plan.meta["pinned"] is True

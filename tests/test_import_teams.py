@@ -148,6 +148,9 @@ def test_reimport_and_an_edit_in_a_later_export(tmp_path) -> None:
         assert again.added == 1 and again.skipped["already imported"] == 2
         texts = sorted(r.text for r in memory.records() if "Deploy" in r.text)
         assert texts == ["Release\n\nDeploy Friday", "Release\n\nDeploy Monday"]
+        monday = next(r for r in memory.records() if "Monday" in r.text)
+        assert monday.date == "2024-03-12T15:00:00+00:00"
+        assert monday.metadata["posted"] == "2024-03-12T09:00:00Z"
 
 
 def test_bad_input(tmp_path) -> None:

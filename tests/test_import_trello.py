@@ -202,6 +202,9 @@ def test_reimport_edits_and_as_of(tmp_path) -> None:
         texts = [r.text for r in memory.records() if r.source and "abc123" in r.source]
         assert sum("Ship v2 to everyone" in t for t in texts) == 2
         assert "Shipped!" in texts and "Shipped! (EU next week)" in texts
+        dates = {r.text: r.date for r in memory.records() if r.source and "abc123" in r.source}
+        assert dates["Shipped! (EU next week)"] == "2024-03-15T09:00:00+00:00"
+        assert dates[next(t for t in dates if "EU first" in t)] == "2024-03-15T08:00:00+00:00"
         # As of March 12 the card had not moved yet; as of March 13 it had.
         before = memory.search("moved Launch", as_of="2024-03-12")
         assert all("moved" not in h.record.text for h in before)

@@ -4,8 +4,10 @@ a folder of them, or a zip), one document per message.
 - author: the member's guild nickname, else the user name (the member list is the authors
   and mentions met in the export: a message whose author carries only an id is named from
   it); the raw id in metadata;
-- date: the message ``timestamp``; an edited message carries ``timestampEdited``, which
-  goes into its source (a later export with the edit stores a new version, the old kept);
+- date: the message ``timestamp``; an edited message's text is dated by its
+  ``timestampEdited`` (it did not exist before; the posting time stays in metadata), which
+  also goes into its source (a later export with the edit stores a new version, the old
+  kept);
 - thread: a thread file's messages share ``discord://GUILD/THREAD_ID``; a reply chain is one
   thread, ``discord://GUILD/CHANNEL/ROOT_ID`` (the first message answered, even when the
   export lacks it); any other message belongs to its channel-day,
@@ -226,7 +228,7 @@ class _Export:
             yield Document.create(
                 text,
                 author=author,
-                date=when,
+                date=edited or when,  # a version is dated when its text came to be
                 tags=[channel.tag],
                 source=source,
                 thread=thread,
@@ -327,6 +329,7 @@ def _metadata(
         out["reply_to"] = reference["messageId"]
     if edited is not None:
         out["edited"] = message["timestampEdited"]
+        out["posted"] = message["timestamp"]
     if message.get("isPinned") is True:
         out["pinned"] = True
     if message.get("type") not in (None, "Default"):

@@ -2,8 +2,10 @@
 folder of Keep's note ``.json`` files), one record per note.
 
 - author: none (Keep notes carry no author; ``KeepImporter(author=...)`` names the owner);
-- date: ``createdTimestampUsec``; the last edit (``userEditedTimestampUsec``) is in the
-  source, so a later Takeout with the note edited again stores a new version, the old kept;
+- date: the last edit, ``userEditedTimestampUsec`` (the text as it stands dates from it;
+  ``createdTimestampUsec`` in metadata, and the date when there is no edit time); the edit
+  is also in the source, so a later Takeout with the note edited again stores a new
+  version, the old kept;
 - thread and source: ``keep://NOTE`` (the note's file name without ``.json``, which
   Takeout derives from its title or, untitled, its edit time; percent-encoded),
   ``#edited=STAMP`` added;
@@ -133,11 +135,8 @@ class KeepImporter:
             return
         created = from_micros(note.get("createdTimestampUsec"))
         edited = from_micros(note.get("userEditedTimestampUsec"))
-        if created is None:
-            if edited is None:
-                yield Notice(location, "a note without timestamps: stored undated")
-            else:
-                yield Notice(location, "no creation time: dated by the last edit")
+        if created is None and edited is None:
+            yield Notice(location, "a note without timestamps: stored undated")
         try:
             text = _text(note, title)
         except MemppError as exc:
@@ -165,11 +164,13 @@ class KeepImporter:
             metadata["color"] = note["color"]
         if edited is not None:
             metadata["edited"] = edited.isoformat()
+        if created is not None:
+            metadata["created"] = created.isoformat()
         try:
             yield Document.create(
                 text,
                 author=self.author,
-                date=created or edited,
+                date=edited or created,  # the text as it stands dates from the last edit
                 tags=labels,
                 source=source,
                 thread=base,

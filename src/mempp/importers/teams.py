@@ -6,8 +6,9 @@ message.
 
 - author: ``From.User.DisplayName`` (else the name the team's members give the user id,
   else the id, told); an app's messages by the app's name; the raw id in metadata;
-- date: ``CreatedDateTime``; an edited message (``LastEditedDateTime``) has the edit's
-  stamp in its source, so a later export with the edit stores a new version;
+- date: ``CreatedDateTime``; an edited message by its ``LastEditedDateTime`` (the posting
+  time in metadata), the edit's stamp in its source, so a later export with the edit
+  stores a new version;
 - thread: a channel conversation, ``teams://TEAM/CHANNEL/ROOT_ID`` (a reply's
   ``ReplyToId``, else its own id); a chat's message its chat-day,
   ``teams://chat/CHAT_ID/YYYY-MM-DD``;
@@ -247,11 +248,12 @@ class _Export:
             metadata["reply_to"] = root
         if edited is not None:
             metadata["edited"] = _get(message, "lastediteddatetime")
+            metadata["posted"] = _get(message, "createddatetime")
         try:
             yield Document.create(
                 text,
                 author=author,
-                date=when,
+                date=edited or when,  # a version is dated when its text came to be
                 tags=tags,
                 source=source,
                 thread=thread,

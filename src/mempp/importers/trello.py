@@ -6,7 +6,8 @@ added or removed, a due date set, a checklist item completed).
 - author: the member's full name from the board's ``members`` (else the action's
   ``memberCreator``); a card's author is who created it; the raw id in metadata;
 - date: the action's ``date``; a card's is its ``createCard`` action's, else the time in
-  its id (Trello ids begin with their creation time in seconds, as MongoDB's do);
+  its id (Trello ids begin with their creation time in seconds, as MongoDB's do); an edited
+  card or comment is dated by its last edit (its text did not exist before);
 - thread: the card, ``https://trello.com/c/SHORTLINK`` (its comments and actions follow);
 - text: a card's name, description and checklists; a comment's text; an action as a
   sentence (``Ana moved "Launch" from Doing to Done``);
@@ -273,11 +274,13 @@ class _Board:
                 metadata[key] = card[key]
         if card_id in edited:
             metadata["edited"] = edited[card_id].isoformat()
+            if when is not None:
+                metadata["created"] = when.isoformat()
         try:
             yield Document.create(
                 text,
                 author=author,
-                date=when,
+                date=edited.get(card_id) or when,  # a version is dated by its last text edit
                 tags=[self.name, *([list_name] if list_name else []), *[x for x in labels if x]],
                 source=source,
                 thread=url,
@@ -328,6 +331,8 @@ class _Board:
             source = versioned(f"{url}#comment-{action_id}", last_edit)
             if last_edit is not None:
                 metadata["edited"] = data["dateLastEdited"]
+                metadata["posted"] = action.get("date")
+                when = last_edit
         else:
             text = self._sentence(kind_, data, actor or "someone", card_name)
             if text is None:
