@@ -15,7 +15,13 @@ from mempp.importers import ItemError, Notice, Skipped, get, run_import
 from mempp.importers.discord import DiscordImporter
 from realdata import sample
 
+import engines
 from conftest import KeywordEmbedder
+
+# The fixtures this module uses (pytest finds fixtures among module attributes).
+pg_server = engines.pg_server
+pg_url = engines.pg_url
+engine_location = engines.engine_location
 
 GUILD = "748545324524575035"
 
@@ -175,14 +181,16 @@ def test_an_author_given_by_id_alone_is_named_from_the_export(tmp_path) -> None:
     assert told == ["author 77 has no name in the export: kept as the id"]
 
 
-def test_an_edit_in_a_later_export_is_a_new_version_and_the_old_is_kept(tmp_path) -> None:
+def test_an_edit_in_a_later_export_is_a_new_version_and_the_old_is_kept(
+    tmp_path, engine_location
+) -> None:
     first = write(tmp_path / "a" / "ops.json", export("500", base_messages()))
     changed = base_messages()
     changed[3]["content"] = "Standup moved to 11"
     changed[3]["timestampEdited"] = "2024-03-13T08:30:00+00:00"
     changed.append(message("14", "2024-03-14T08:00:00+00:00", "New one", BO))
     second = write(tmp_path / "b" / "ops.json", export("500", changed))
-    with Memory(tmp_path / "m.db", embedder=KeywordEmbedder(["standup"])) as memory:
+    with Memory(engine_location, embedder=KeywordEmbedder(["standup"])) as memory:
         assert run_import(memory, get("discord"), first).added == 3
         later = run_import(memory, get("discord"), second)
         assert later.added == 2 and later.skipped["already imported"] == 2

@@ -16,7 +16,13 @@ from mempp.importers import ItemError, Notice, Skipped, get, run_import
 from mempp.importers.trello import TrelloImporter
 from realdata import sample
 
+import engines
 from conftest import KeywordEmbedder
+
+# The fixtures this module uses (pytest finds fixtures among module attributes).
+pg_server = engines.pg_server
+pg_url = engines.pg_url
+engine_location = engines.engine_location
 
 ANA = {"id": "m1", "fullName": "Ana López", "username": "ana"}
 BO = {"id": "m2", "fullName": "Bo", "username": "bo"}
@@ -173,7 +179,7 @@ def test_the_real_board() -> None:
     ]
 
 
-def test_reimport_edits_and_as_of(tmp_path) -> None:
+def test_reimport_edits_and_as_of(tmp_path, engine_location) -> None:
     first = write(tmp_path / "a" / "board.json", board())
     later_board = board()
     later_board["cards"][0]["desc"] = "Ship v2 to everyone, EU first"
@@ -191,7 +197,7 @@ def test_reimport_edits_and_as_of(tmp_path) -> None:
     later_board["actions"][1]["data"]["text"] = "Shipped! (EU next week)"
     later_board["actions"][1]["data"]["dateLastEdited"] = "2024-03-15T09:00:00.000Z"
     later = write(tmp_path / "b" / "board.json", later_board)
-    with Memory(tmp_path / "m.db", embedder=KeywordEmbedder(["launch", "moved"])) as memory:
+    with Memory(engine_location, embedder=KeywordEmbedder(["launch", "moved"])) as memory:
         report = run_import(memory, get("trello"), first)
         assert report.added == 6 and report.failed == 0
         assert run_import(memory, get("trello"), first).added == 0
