@@ -107,6 +107,22 @@ def test_srt_speakers_by_prefix_and_a_date_from_the_folder(tmp_path) -> None:
     assert told == ["meeting date 2024-05-02 taken from the path"]
 
 
+def test_a_zoom_webvtt_names_speakers_by_prefix(tmp_path) -> None:
+    path = tmp_path / "zoom.vtt"
+    path.write_text(
+        "WEBVTT\n\n1\n00:00:01.000 --> 00:00:02.000\nAna López: Budget is approved.\n\n"
+        "2\n00:00:02.500 --> 00:00:04.000\nBo: Thanks.\n"
+    )
+    ana, bo = docs(items(path, date="2024-03-12"))
+    assert (ana.author, ana.text) == ("Ana López", "Budget is approved.")
+    assert (bo.author, bo.text) == ("Bo", "Thanks.")
+    # With voices present, a "Name:" in the words stays words.
+    voiced = tmp_path / "teams.vtt"
+    voiced.write_text("WEBVTT\n\n1\n00:00:01.000 --> 00:00:02.000\n<v Cy>Note: ship it</v>\n")
+    (only,) = docs(items(voiced, date="2024-03-12"))
+    assert (only.author, only.text) == ("Cy", "Note: ship it")
+
+
 def test_irc_scribe_lines_commands_and_clock_times(tmp_path) -> None:
     path = tmp_path / "meeting.log"
     path.write_text(IRC)

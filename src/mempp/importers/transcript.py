@@ -3,7 +3,8 @@ and IRC logs (``[time] <nick> text``), a file or a folder of them, into one docu
 speaker turn: a run of consecutive cues or lines of one speaker, cut at a pause of
 :data:`MAX_PAUSE` or at :data:`MAX_RUN_CHARS`.
 
-- author: the cue's voice (``<v Name>``), an SRT line's ``Name:`` prefix, an IRC nick with
+- author: the cue's voice (``<v Name>``), else (SRT, a WebVTT without voices as Zoom
+  writes) a ``Name:`` prefix; an IRC nick with
   ``_`` as spaces; a scribe's relayed line (``Name: words``, after the scribe's
   ``scribe+``, as W3C's transcriber bot writes) is the named speaker's, the scribe in
   metadata;
@@ -265,6 +266,8 @@ def _blocks(body: str) -> Iterator[tuple[int, list[str]]]:
 def _cues(
     file: Path, body: str, meeting: _Meeting, *, srt: bool, repeats: Repeats
 ) -> Iterator[Item]:
+    # SRT has no voices, and a WebVTT without any (Zoom's) names the speaker "Name: words".
+    prefixed = srt or "<v" not in body
     for line_number, lines in _blocks(body):
         location = f"{file}:{line_number}"
         if not srt and (lines[0].startswith(("WEBVTT", "NOTE", "STYLE", "REGION"))):
@@ -279,7 +282,7 @@ def _cues(
         voice = _VOICE.search(payload)
         speaker = voice.group(1).strip() if voice else None
         words = " ".join(html.unescape(_TAG.sub("", payload)).split())
-        if speaker is None and srt:
+        if speaker is None and prefixed:
             named = _SRT_SPEAKER.match(words)
             if named:
                 speaker, words = named.group(1), named.group(2)
