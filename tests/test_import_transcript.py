@@ -149,6 +149,27 @@ def test_irc_scribe_lines_commands_and_clock_times(tmp_path) -> None:
     assert any("give --date" in n.message for n in undated if isinstance(n, Notice))
 
 
+def test_an_irssi_log_dates_itself(tmp_path) -> None:
+    path = tmp_path / "channel.log"
+    path.write_text(
+        "--- Log opened Tue Mar 12 09:00:00 2024\n"
+        "09:01 <@ana> budget approved\n"
+        "09:02 -!- bo [~bo@host] has joined #ops\n"
+        "--- Day changed Wed Mar 13 2024\n"
+        "10:00 <+bo> travel is separate\n"
+        "--- Day changed Someday\n"
+    )
+    found = items(path)
+    ana, bo = docs(found)
+    assert (ana.author, ana.date.text) == ("ana", "2024-03-12T09:01:00+00:00")
+    assert (bo.author, bo.date.text) == ("bo", "2024-03-13T10:00:00+00:00")
+    assert ana.thread == "transcript://2024-03-12/channel.log"
+    assert [e.reason for e in found if isinstance(e, ItemError)] == [
+        "a day line whose date cannot be read: --- Day changed Someday"
+    ]
+    assert not [n for n in found if isinstance(n, Notice)]
+
+
 def test_the_real_w3c_meeting_log() -> None:
     folder = sample("sources/transcripts/w3c-ccg/2025-03-25")
     found = items(folder)

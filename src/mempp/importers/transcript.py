@@ -48,10 +48,21 @@ _CUE_TIME = re.compile(
 )
 _VOICE = re.compile(r"<v(?:\.[^\s>]*)?\s+([^>]+)>")
 _TAG = re.compile(r"</?[^>]+>")
-_IRC = re.compile(r"^\[([^\]]{4,40})\]\s*(?:<([^>]{1,120})>\s?(.*)|\*\s+(\S+)\s+(.*))$")
-_IRC_EVENT = re.compile(r"^(?:\[[^\]]{4,40}\]\s*)?(\*\*\*|-!-|--[><])")
+# "[time] <nick> text" (a bracketed clock or ISO time), irssi's bare "HH:MM <nick> text", and
+# "* nick does" actions.
+_IRC = re.compile(
+    r"^(?:\[(?P<stamp>[^\]]{4,40})\]|(?P<clock>\d{1,2}:\d{2}(?::\d{2})?))\s*"
+    r"(?:<(?P<nick>[^>]{1,120})>\s?(?P<words>.*)|\*\s+(?P<actor>\S+)\s+(?P<action>.*))$"
+)
+_IRC_EVENT = re.compile(
+    r"^(?:\[[^\]]{4,40}\]\s*|\d{1,2}:\d{2}(?::\d{2})?\s+)?(\*\*\*|-!-|--[><]|---\s)"
+)
 # W3C's meeting bots: their lines are the minutes machinery, not what anyone said.
 MEETING_BOTS = frozenset({"rrsagent", "zakim", "trackbot", "agendabot"})
+# irssi and its kin write the day into the log: "--- Log opened Tue Mar 12 09:00:00 2024",
+# "--- Day changed Wed Mar 13 2024".
+_DAY_LINE = re.compile(r"^-{2,3}\s+(?:Day changed|Log opened)\s+(.+?)\s*$", re.I)
+_DAY_FORMATS = ("%a %b %d %Y", "%a %b %d %H:%M:%S %Y", "%a, %d %b %Y", "%Y-%m-%d")
 _CLOCK = re.compile(r"^(\d{1,2}):(\d{2})(?::(\d{2})(?:\.(\d{1,6}))?)?$")
 _COMMAND = re.compile(
     r"^(?:(?:present|regrets|scribe|q|queue)\s*[+\-?]|ack\b|(?:zakim|rrsagent|agendabot|"
@@ -88,6 +99,7 @@ class _Meeting:
     day: date | None
     start: datetime | None
     turns: list[_Turn] = field(default_factory=list)
+    opened: date | None = None  # the first day an IRC log's own "--- Day changed" line names
 
 
 class TranscriptImporter:
@@ -163,6 +175,7 @@ class TranscriptImporter:
             return
         if from_path and day is not None and not all(t.own_date for t in meeting.turns):
             yield Notice(str(file), f"meeting date {day} taken from the path")
+        day = day or meeting.opened
         if meeting.key == "":
             meeting.key = f"{day.isoformat() if day else 'undated'}/{file.name}"
         if day is None and any(t.at is None for t in meeting.turns):
@@ -225,8 +238,9 @@ def _format(text: str) -> str | None:
     lines = [line for line in stripped.splitlines()[:40] if line.strip()]
     if len(lines) >= 2 and lines[0].strip().isdigit() and _CUE_TIME.match(lines[1]):
         return "srt"
-    irc = sum(1 for line in lines if _IRC.match(line))
-    return "irc" if lines and irc * 2 >= len(lines) else None
+    said = sum(1 for line in lines if _IRC.match(line))
+    logged = sum(1 for line in lines if _IRC_EVENT.match(line) or _DAY_LINE.match(line))
+    return "irc" if said and (said + logged) * 2 >= len(lines) else None
 
 
 def _day_in_path(file: Path) -> date | None:
@@ -327,6 +341,16 @@ def _irc(file: Path, body: str, meeting: _Meeting) -> Iterator[Item]:
         location = f"{file}:{number}"
         if not line.strip():
             continue
+        day_line = _DAY_LINE.match(line)
+        if day_line is not None:
+            named = _day_named(day_line.group(1))
+            if named is None:
+                yield ItemError(location, f"a day line whose date cannot be read: {line.strip()}")
+                continue
+            meeting.day = named
+            meeting.opened = meeting.opened or named
+            yield Skipped(location, "irc event")
+            continue
         if _IRC_EVENT.match(line):
             yield Skipped(location, "irc event")
             continue
@@ -334,9 +358,10 @@ def _irc(file: Path, body: str, meeting: _Meeting) -> Iterator[Item]:
         if match is None:
             yield ItemError(location, "not an IRC line ([time] <nick> text)")
             continue
-        stamp, nick, words = match.group(1), match.group(2), match.group(3)
+        stamp = match.group("stamp") or match.group("clock")
+        nick, words = match.group("nick"), match.group("words")
         if nick is None:  # "* nick does something"
-            nick, words = match.group(4), f"* {match.group(5)}"
+            nick, words = match.group("actor"), f"* {match.group('action')}"
         nick = nick.strip().lstrip("@+%~&") or nick  # channel modes some clients show
         words = words.strip()
         at = _irc_time(stamp, meeting.day, meeting.start)
@@ -389,9 +414,18 @@ def _irc(file: Path, body: str, meeting: _Meeting) -> Iterator[Item]:
                 raw=speaker,
                 scribe=scribe,
                 topic=topic,
-                own_date=_CLOCK.match(stamp.strip()) is None,
+                own_date=_CLOCK.match(stamp.strip()) is None or meeting.opened is not None,
             )
         )
+
+
+def _day_named(text: str) -> date | None:
+    for form in _DAY_FORMATS:
+        try:
+            return datetime.strptime(text, form).date()
+        except ValueError:
+            continue
+    return None
 
 
 def _irc_time(stamp: str, day: date | None, start: datetime | None) -> datetime | None:
