@@ -258,6 +258,17 @@ def test_bad_input_is_one_line_per_item_and_the_rest_is_imported(tmp_path) -> No
         assert len(memory) == 5
 
 
+def test_a_folder_of_other_json_is_refused_before_anything_is_stored(tmp_path) -> None:
+    folder = tmp_path / "mixed"
+    write(folder / "a.json", [{"type": "message"}])
+    write(folder / "b.json", {"name": "Board", "cards": []})
+    (folder / "notes.txt").write_text("hi")
+    with Memory(tmp_path / "m.db", embedder=KeywordEmbedder()) as memory:
+        with pytest.raises(InvalidInput, match="no DiscordChatExporter JSON export in it"):
+            run_import(memory, get("discord"), [folder])
+        assert len(memory) == 0
+
+
 @pytest.mark.parametrize("what", ["slack list", "trello board", "empty folder"])
 def test_another_tools_export_is_refused_whole(tmp_path, what) -> None:
     if what == "empty folder":
@@ -287,6 +298,8 @@ def test_a_zip_reads_like_the_folder_and_a_bomb_is_one_line(tmp_path) -> None:
         packed.write(folder / "ops.json", "ops.json")
         packed.writestr("bomb.json", b"[" + b" " * (8 << 20) + b"]")
     assert [d.source for d in docs(items(folder))] == [d.source for d in docs(items(archive))]
+    media = [s for s in items(folder) if isinstance(s, Skipped) and s.reason == "media file"]
+    assert [Path(s.location).name for s in media] == ["x.json"]
     found = items(archive, DiscordImporter(max_member=1 << 20))
     bombs = [e for e in found if isinstance(e, ItemError)]
     assert [(e.location, e.reason) for e in bombs] == [

@@ -33,7 +33,10 @@ from mempp.errors import InvalidInput, MemppError
 from mempp.importers.archive import MAX_MEMBER, MAX_UNPACKED, Tree
 from mempp.importers.base import Item, ItemError, Notice, Skipped
 from mempp.importers.exports import (
+    FOUND,
+    Found,
     Repeats,
+    held_until_found,
     kind,
     load_json,
     moment,
@@ -96,7 +99,11 @@ class DiscordImporter:
                 raise InvalidInput(f"{path}: no DiscordChatExporter .json file in it")
             if warning is not None:
                 yield Notice(tree.label, warning)
-            yield from _Export(tree, names, single=len(tree.names()) == 1).messages(path)
+            for name in tree.names():
+                if _is_media(name):  # counted, not read: the export's pictures and files
+                    yield Skipped(where(tree, name), "media file")
+            walk = _Export(tree, names, single=len(tree.names()) == 1).messages(path)
+            yield from held_until_found(walk, f"{path}: no DiscordChatExporter JSON export in it")
         finally:
             tree.close()
 
@@ -125,10 +132,9 @@ class _Export:
         self.answered: set[str] = set()  # ids of the current file's answered messages
         self.repeats = Repeats()
 
-    def messages(self, path: str | os.PathLike[str]) -> Iterator[Item]:
+    def messages(self, path: str | os.PathLike[str]) -> Iterator[Item | Found]:
         # Thread files after channel files: a thread's parent message is then already read.
         ordered = sorted(self.names, key=lambda n: ("_threads/" in n or "/threads/" in n, n))
-        exports = 0
         for name in ordered:
             location = where(self.tree, name)
             if not name.lower().endswith(".json"):
@@ -136,7 +142,7 @@ class _Export:
                 continue
             data, error = load_json(self.tree, name)
             if error is not None:
-                exports += 1
+                yield FOUND  # a file that may be one, broken: its failure is the answer
                 yield error
                 continue
             if not _is_export(data):
@@ -147,10 +153,8 @@ class _Export:
                     )
                 yield skipped_file(location, "DiscordChatExporter")
                 continue
-            exports += 1
+            yield FOUND
             yield from self._file(name, location, data)
-        if exports == 0:
-            raise InvalidInput(f"{path}: no DiscordChatExporter JSON export in it")
 
     def _file(self, name: str, location: str, data: dict[str, Any]) -> Iterator[Item]:
         guild, channel = data["guild"], data["channel"]

@@ -14,6 +14,7 @@ import hashlib
 import json
 import os
 import zipfile
+from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -27,7 +28,7 @@ from mempp.importers.archive import (
     Tree,
     open_tree,
 )
-from mempp.importers.base import ItemError, Skipped
+from mempp.importers.base import Item, ItemError, Skipped
 
 
 class FileTree:
@@ -212,3 +213,31 @@ def kind(value: object) -> str:
 def text_field(value: object) -> str | None:
     """A non-blank string, stripped, else ``None``."""
     return value.strip() if isinstance(value, str) and value.strip() else None
+
+
+class Found:
+    """What an importer's walk yields, besides its items, on meeting a file of its kind."""
+
+
+FOUND = Found()
+
+
+def held_until_found(stream: Iterable[Item | Found], nothing: str) -> Iterator[Item]:
+    """The items of ``stream`` with its ``FOUND`` marks dropped, held back until the first:
+    a path holding no file of the importer's kind raises ``InvalidInput(nothing)`` before
+    any item is yielded, so ``read_paths`` refuses it before anything is stored."""
+    held: list[Item] = []
+    found = False
+    for item in stream:
+        if isinstance(item, Found):
+            if not found:
+                found = True
+                yield from held
+                held.clear()
+            continue
+        if found:
+            yield item
+        else:
+            held.append(item)
+    if not found:
+        raise InvalidInput(nothing)

@@ -26,11 +26,14 @@ from typing import Any
 from urllib.parse import quote
 
 from mempp.errors import InvalidInput, MemppError
-from mempp.importers.archive import MAX_MEMBER, MAX_UNPACKED
+from mempp.importers.archive import MAX_MEMBER, MAX_UNPACKED, Tree
 from mempp.importers.base import Item, ItemError, Notice, Skipped
 from mempp.importers.exports import (
+    FOUND,
+    Found,
     Repeats,
     from_micros,
+    held_until_found,
     html_text,
     kind,
     load_json,
@@ -93,37 +96,40 @@ class KeepImporter:
             names = tree.names()
             if warning is not None:
                 yield Notice(tree.label, warning)
-            stems = {n[: -len(".json")] for n in names if n.lower().endswith(".json")}
-            notes = 0
-            repeats = Repeats()
-            for name in names:
-                location = where(tree, name)
-                lowered = name.lower()
-                if lowered.endswith(".html") and name[: -len(".html")] in stems:
-                    yield Skipped(location, "html copy of a note")
-                    continue
-                if not lowered.endswith(".json"):
-                    yield _other(location, PurePosixPath(name).name)
-                    continue
-                data, error = load_json(tree, name)
-                if error is not None:
-                    notes += 1
-                    yield error
-                    continue
-                if not _is_note(data):
-                    if len(names) == 1:
-                        raise InvalidInput(
-                            f"{path}: not a Google Keep note (no createdTimestampUsec or "
-                            "userEditedTimestampUsec in it)"
-                        )
-                    yield Skipped(location, "not a Keep note", "a .json file that is not a note")
-                    continue
-                notes += 1
-                yield from self._note(location, name, data, repeats)
-            if notes == 0:
-                raise InvalidInput(f"{path}: no Google Keep note (.json) in it")
+            walk = self._walk(tree, names, path)
+            yield from held_until_found(walk, f"{path}: no Google Keep note (.json) in it")
         finally:
             tree.close()
+
+    def _walk(
+        self, tree: Tree, names: list[str], path: str | os.PathLike[str]
+    ) -> Iterator[Item | Found]:
+        stems = {n[: -len(".json")] for n in names if n.lower().endswith(".json")}
+        repeats = Repeats()
+        for name in names:
+            location = where(tree, name)
+            lowered = name.lower()
+            if lowered.endswith(".html") and name[: -len(".html")] in stems:
+                yield Skipped(location, "html copy of a note")
+                continue
+            if not lowered.endswith(".json"):
+                yield _other(location, PurePosixPath(name).name)
+                continue
+            data, error = load_json(tree, name)
+            if error is not None:
+                yield FOUND
+                yield error
+                continue
+            if not _is_note(data):
+                if len(names) == 1:
+                    raise InvalidInput(
+                        f"{path}: not a Google Keep note (no createdTimestampUsec or "
+                        "userEditedTimestampUsec in it)"
+                    )
+                yield Skipped(location, "not a Keep note", "a .json file that is not a note")
+                continue
+            yield FOUND
+            yield from self._note(location, name, data, repeats)
 
     def _note(
         self, location: str, name: str, note: dict[str, Any], repeats: Repeats

@@ -34,7 +34,7 @@ from pathlib import Path
 
 from mempp.errors import InvalidInput, MemppError
 from mempp.importers.base import Item, ItemError, Notice, Skipped
-from mempp.importers.exports import Repeats
+from mempp.importers.exports import FOUND, Found, Repeats, held_until_found
 from mempp.records import Document
 
 SUFFIXES = (".vtt", ".srt", ".log", ".txt")
@@ -137,9 +137,11 @@ class TranscriptImporter:
                 )
             yield from self._file(where, text, error)
             return
-        files = sorted(p for p in where.rglob("*") if p.is_file())
-        found = 0
-        for file in files:
+        nothing = f"{path}: no WebVTT, SRT or IRC-log transcript in this folder"
+        yield from held_until_found(self._folder(where), nothing)
+
+    def _folder(self, where: Path) -> Iterator[Item | Found]:
+        for file in sorted(p for p in where.rglob("*") if p.is_file()):
             if file.suffix.lower() not in SUFFIXES:
                 yield Skipped(
                     str(file), "not a transcript file", "not a .vtt, .srt, .log or .txt file"
@@ -151,10 +153,8 @@ class TranscriptImporter:
                     str(file), "not a transcript file", "no WebVTT, SRT or IRC lines in it"
                 )
                 continue
-            found += 1
+            yield FOUND
             yield from self._file(file, text, error)
-        if not found:
-            raise InvalidInput(f"{path}: no WebVTT, SRT or IRC-log transcript in this folder")
 
     def _file(self, file: Path, text: tuple[str, str | None], error: str | None) -> Iterator[Item]:
         if error is not None:

@@ -28,10 +28,13 @@ from pathlib import Path
 from typing import Any
 
 from mempp.errors import InvalidInput, MemppError
-from mempp.importers.archive import MAX_MEMBER, MAX_UNPACKED
+from mempp.importers.archive import MAX_MEMBER, MAX_UNPACKED, Tree
 from mempp.importers.base import Item, ItemError, Notice, Skipped
 from mempp.importers.exports import (
+    FOUND,
+    Found,
     Repeats,
+    held_until_found,
     kind,
     load_json,
     moment,
@@ -93,33 +96,34 @@ class TrelloImporter:
         try:
             if warning is not None:
                 yield Notice(tree.label, warning)
-            names = tree.names()
-            single = len(names) == 1
-            boards = 0
-            repeats = Repeats()
-            for name in names:
-                location = where(tree, name)
-                if not name.lower().endswith(".json"):
-                    yield Skipped(location, "not a .json file", "not a Trello board .json file")
-                    continue
-                data, error = load_json(tree, name)
-                if error is not None:
-                    boards += 1
-                    yield error
-                    continue
-                if not _is_board(data):
-                    if single:
-                        raise InvalidInput(
-                            f"{path}: not a Trello board export (no cards, lists and actions)"
-                        )
-                    yield skipped_file(location, "Trello board")
-                    continue
-                boards += 1
-                yield from _Board(data, location, repeats).items()
-            if boards == 0:
-                raise InvalidInput(f"{path}: no Trello board export in it")
+            walk = self._walk(tree, path)
+            yield from held_until_found(walk, f"{path}: no Trello board export in it")
         finally:
             tree.close()
+
+    def _walk(self, tree: Tree, path: str | os.PathLike[str]) -> Iterator[Item | Found]:
+        names = tree.names()
+        single = len(names) == 1
+        repeats = Repeats()
+        for name in names:
+            location = where(tree, name)
+            if not name.lower().endswith(".json"):
+                yield Skipped(location, "not a .json file", "not a Trello board .json file")
+                continue
+            data, error = load_json(tree, name)
+            if error is not None:
+                yield FOUND
+                yield error
+                continue
+            if not _is_board(data):
+                if single:
+                    raise InvalidInput(
+                        f"{path}: not a Trello board export (no cards, lists and actions)"
+                    )
+                yield skipped_file(location, "Trello board")
+                continue
+            yield FOUND
+            yield from _Board(data, location, repeats).items()
 
 
 def _is_board(data: object) -> bool:
