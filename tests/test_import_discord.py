@@ -241,7 +241,7 @@ def test_bad_input_is_one_line_per_item_and_the_rest_is_imported(tmp_path) -> No
         "odd.json:4",
         "odd.json:6",
     }
-    assert errors["truncated.json"].startswith(("truncated", "invalid JSON"))
+    assert errors["truncated.json"].startswith("truncated at line 1")
     assert "not UTF-8" in errors["latin1.json"]
     assert "without a valid timestamp" in errors["odd.json:2"]
     assert "came before at" in errors["odd.json:4"] and "odd.json:1" in errors["odd.json:4"]
@@ -279,6 +279,15 @@ def test_another_tools_export_is_refused_whole(tmp_path, what) -> None:
         path = write(tmp_path / "other.json", data)
     with pytest.raises(InvalidInput, match=str(path)):
         items(path)
+
+
+def test_a_file_cut_anywhere_is_told_as_truncated(tmp_path) -> None:
+    text = json.dumps(export("500", base_messages()))
+    for cut in range(10, len(text) - 1, 41):
+        path = tmp_path / f"cut{cut}.json"
+        path.write_text(text[:cut])
+        (error,) = items(path)
+        assert isinstance(error, ItemError) and error.reason.startswith("truncated"), cut
 
 
 def test_a_single_file_that_is_not_json_is_one_failure(tmp_path) -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import zipfile
 from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime
@@ -29,6 +30,11 @@ from mempp.importers.archive import (
     open_tree,
 )
 from mempp.importers.base import Item, ItemError, Skipped
+
+# What a cut can leave of a JSON literal or number at the end of a file ("" included).
+_FRAGMENT = re.compile(
+    r"-?\d*\.?\d*(?:[eE][-+]?\d*)?|t(?:r(?:ue?)?)?|f(?:a(?:l(?:se?)?)?)?|n(?:u(?:ll?)?)?"
+)
 
 
 class FileTree:
@@ -111,14 +117,21 @@ def load_json(tree: Tree, name: str) -> tuple[Any, ItemError | None]:
         raw = tree.read(name)
     except MemberError as exc:
         return None, ItemError(location, str(exc))
-    if raw.startswith(b"\xef\xbb\xbf"):
-        raw = raw[3:]
     try:
-        return json.loads(raw), None
+        text = raw.decode(json.detect_encoding(raw)).removeprefix("\ufeff")
     except UnicodeDecodeError as exc:
         return None, ItemError(location, f"not UTF-8 text ({exc.reason} at byte {exc.start})")
+    try:
+        return json.loads(text), None
     except json.JSONDecodeError as exc:
-        problem = "truncated" if exc.pos >= len(raw.rstrip()) else "invalid JSON"
+        # A file cut short fails at its end: nothing after the error, a string still open,
+        # or a fragment of a literal or number (`nu`, `12.`) with no structure after it.
+        if not text.strip():
+            return None, ItemError(location, "an empty file")
+        tail = text[exc.pos :].rstrip()
+        fragment = _FRAGMENT.fullmatch(tail) is not None
+        cut = fragment or exc.msg.startswith("Unterminated string")
+        problem = "truncated" if cut else "invalid JSON"
         return None, ItemError(
             location, f"{problem} at line {exc.lineno}, column {exc.colno}: {exc.msg}"
         )
