@@ -93,6 +93,14 @@ def test_webvtt_runs_voices_offsets_and_the_meeting_key(tmp_path) -> None:
     assert {d.date.text for d in docs(items(path, date="2024-03-12"))} == {"2024-03-12"}
 
 
+def test_a_webvtt_note_dates_the_meeting(tmp_path) -> None:
+    path = tmp_path / "2020-01-01 standup.vtt"
+    path.write_text(VTT.replace("NOTE exported by a meeting tool", "NOTE recorded 2024-03-12"))
+    found = items(path)
+    assert {d.date.text for d in docs(found)} == {"2024-03-12"}  # the file's word over the path
+    assert not [n for n in found if isinstance(n, Notice)]
+
+
 def test_srt_speakers_by_prefix_and_a_date_from_the_folder(tmp_path) -> None:
     path = tmp_path / "2024-05-02 board" / "call.srt"
     path.parent.mkdir()

@@ -165,6 +165,8 @@ class TranscriptImporter:
             yield Notice(str(file), charset_note)
         kind = _format(body)
         day, start = self.day, self.start
+        if day is None and kind == "vtt":
+            day = _day_in_notes(body)  # "WEBVTT - 2024-03-12 standup", "NOTE recorded 2024-03-12"
         from_path = day is None
         if day is None:
             day = _day_in_path(file)
@@ -241,6 +243,21 @@ def _format(text: str) -> str | None:
     said = sum(1 for line in lines if _IRC.match(line))
     logged = sum(1 for line in lines if _IRC_EVENT.match(line) or _DAY_LINE.match(line))
     return "irc" if said and (said + logged) * 2 >= len(lines) else None
+
+
+def _day_in_notes(body: str) -> date | None:
+    """A day a WebVTT's header or NOTE blocks name, before its first cue."""
+    for _, lines in _blocks(body):
+        if not lines[0].startswith(("WEBVTT", "NOTE")):
+            if any("-->" in line for line in lines):
+                return None
+            continue
+        for match in _DAY.finditer(" ".join(lines)):
+            try:
+                return date(int(match.group(1)), int(match.group(2)), int(match.group(3)))
+            except ValueError:
+                continue
+    return None
 
 
 def _day_in_path(file: Path) -> date | None:
