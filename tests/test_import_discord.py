@@ -172,9 +172,17 @@ def test_an_author_given_by_id_alone_is_named_from_the_export(tmp_path) -> None:
         *base_messages(),
         message("15", "2024-03-13T09:00:00Z", "by id", {"id": "2"}),
         message("16", "2024-03-13T09:01:00Z", "stranger", {"id": "77"}),
+        message(
+            "17",
+            "2024-03-13T09:02:00Z",
+            "thanks <@!123456> and <@99999>",
+            ANA,
+            mentions=[{"id": "123456", "name": "cy", "nickname": "Cy"}],
+        ),
     ]
     found = items(write(tmp_path / "ops.json", export("500", messages)))
-    by_id, stranger = docs(found)[-2:]
+    by_id, stranger, mentioning = docs(found)[-3:]
+    assert mentioning.text == "thanks @Cy and @99999"
     assert by_id.author == "Bo" and by_id.meta["author_id"] == "2"
     assert stranger.author == "77"
     told = [n.message for n in found if isinstance(n, Notice)]

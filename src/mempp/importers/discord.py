@@ -53,6 +53,7 @@ KEPT_TYPES = frozenset(
     {"Default", "Reply", "ChatInputCommand", "ContextMenuCommand", "ThreadStarterMessage"}
 )
 _SPOILER = re.compile(r"\|\|(.+?)\|\|", re.S)
+_RAW_MENTION = re.compile(r"<@!?(\d{5,25})>")
 _FILE_ID = re.compile(r"\[(\d+)\]\.json$")
 _THREAD_TYPES = ("GuildPublicThread", "GuildPrivateThread", "GuildNewsThread")
 
@@ -219,7 +220,7 @@ class _Export:
             return
         edited = moment(message.get("timestampEdited"))
         author = yield from self._author(message, location)
-        text = _text(message)
+        text = _RAW_MENTION.sub(self._mention, _text(message))
         source = versioned(
             f"https://discord.com/channels/{channel.guild}/{channel.id}/{message_id}", edited
         )
@@ -258,6 +259,10 @@ class _Export:
             return None
         yield Notice(location, f"author {raw} has no name in the export: kept as the id")
         return raw
+
+    def _mention(self, match: re.Match[str]) -> str:
+        """A raw ``<@id>`` (the exporter renders most as ``@name``; not every version does)."""
+        return "@" + self.members.get(match.group(1), match.group(1))
 
     def _remember(self, member: dict[str, Any]) -> str | None:
         raw = text_field(member.get("id"))
