@@ -159,6 +159,56 @@ def test_cards_comments_and_state_changes(tmp_path) -> None:
     ]
 
 
+def test_archive_reopen_due_and_checklist_are_dated_sentences(tmp_path) -> None:
+    data = board()
+    data["actions"] = [
+        action(
+            "s1",
+            "updateCard",
+            "2024-04-01T00:00:00Z",
+            BO,
+            card={**CARD_REF, "closed": True},
+            old={"closed": False},
+        ),
+        action(
+            "s2",
+            "updateCard",
+            "2024-04-05T00:00:00Z",
+            ANA,
+            card={**CARD_REF, "closed": False},
+            old={"closed": True},
+        ),
+        action(
+            "s3",
+            "updateCard",
+            "2024-04-06T00:00:00Z",
+            ANA,
+            card={**CARD_REF, "due": "2024-05-01T12:00:00.000Z"},
+            old={"due": None},
+        ),
+        action(
+            "s4",
+            "updateCheckItemStateOnCard",
+            "2024-04-07T00:00:00Z",
+            BO,
+            card=CARD_REF,
+            checkItem={"name": "Tag build", "state": "complete"},
+        ),
+        action("s5", "updateCard", "2024-04-08T00:00:00Z", BO, card=CARD_REF, old={"pos": 3}),
+        *data["actions"],
+    ]
+    found = items(write(tmp_path / "board.json", data))
+    by_source = {d.source: d for d in docs(found)}
+    assert by_source["trello://action/s1"].text == "Bo archived “Launch”"
+    assert by_source["trello://action/s2"].text == "Ana López reopened “Launch”"
+    assert by_source["trello://action/s3"].text == (
+        "Ana López set the due date of “Launch” to 2024-05-01T12:00:00.000Z"
+    )
+    assert by_source["trello://action/s4"].text == "Bo completed “Tag build” on “Launch”"
+    assert by_source["trello://action/s1"].date.text == "2024-04-01T00:00:00+00:00"
+    assert "updateCard (a reorder)" in {s.reason for s in found if isinstance(s, Skipped)}
+
+
 def test_the_real_board() -> None:
     path = sample("sources/trello/nextcloud-deck/data-trelloJson.json")
     found = items(path)
