@@ -38,6 +38,7 @@ from mempp.importers.exports import (
     Repeats,
     held_until_found,
     kind,
+    listed,
     load_json,
     moment,
     open_export,
@@ -247,7 +248,7 @@ class _Export:
         if not isinstance(author, dict):
             yield Notice(location, "message without an author: stored unattributed")
             return None
-        for mention in message.get("mentions") or []:
+        for mention in listed(message.get("mentions")):
             if isinstance(mention, dict):
                 self._remember(mention)
         named = self._remember(author)
@@ -308,10 +309,10 @@ def _text(message: dict[str, Any]) -> str:
         ("attachments", "attachment", "fileName"),
         ("stickers", "sticker", "name"),
     ):
-        for entry in message.get(key) or []:
+        for entry in listed(message.get(key)):
             if isinstance(entry, dict) and text_field(entry.get(field)):
                 lines.append(f"[{label}: {entry[field].strip()}]")
-    for embed in message.get("embeds") or []:
+    for embed in listed(message.get("embeds")):
         if not isinstance(embed, dict):
             continue
         title, url = text_field(embed.get("title")), text_field(embed.get("url"))

@@ -223,6 +223,16 @@ def kind(value: object) -> str:
     }.get(type(value), type(value).__name__)
 
 
+def listed(value: object) -> list[Any]:
+    """``value`` if it is a JSON list, else an empty one (an export's optional lists)."""
+    return value if isinstance(value, list) else []
+
+
+def mapping(value: object) -> dict[str, Any]:
+    """``value`` if it is a JSON object, else an empty one."""
+    return value if isinstance(value, dict) else {}
+
+
 def text_field(value: object) -> str | None:
     """A non-blank string, stripped, else ``None``."""
     return value.strip() if isinstance(value, str) and value.strip() else None

@@ -36,6 +36,7 @@ from mempp.importers.exports import (
     held_until_found,
     html_text,
     kind,
+    listed,
     load_json,
     open_export,
     text_field,
@@ -159,7 +160,7 @@ class KeepImporter:
             return
         labels = [
             label["name"].strip()
-            for label in note.get("labels") or []
+            for label in listed(note.get("labels"))
             if isinstance(label, dict) and text_field(label.get("name"))
         ]
         metadata: dict[str, Any] = {"note": stem}
@@ -219,7 +220,7 @@ def _text(note: dict[str, Any], title: str | None) -> str:
                 lines.append(f"[{mark}] {entry['text'].strip()}")
             elif not isinstance(entry, dict):
                 raise InvalidInput(f"a checklist item must be an object, got {kind(entry)}")
-    for attachment in note.get("attachments") or []:
+    for attachment in listed(note.get("attachments")):
         if isinstance(attachment, dict) and text_field(attachment.get("filePath")):
             lines.append(f"[attachment: {attachment['filePath'].strip()}]")
     return "\n".join(lines)

@@ -36,6 +36,7 @@ from mempp.importers.exports import (
     Repeats,
     html_text,
     kind,
+    listed,
     load_json,
     moment,
     open_export,
@@ -294,7 +295,7 @@ def _text(message: dict[str, Any]) -> str:
     subject = text_field(_get(message, "subject"))
     parts = [p for p in (subject, content) if p]
     text = "\n\n".join(parts)
-    for attachment in _get(message, "attachments") or []:
+    for attachment in listed(_get(message, "attachments")):
         named = text_field(_get(attachment, "name"))
         if named:
             text += f"\n[attachment: {named}]"

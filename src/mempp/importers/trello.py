@@ -36,7 +36,9 @@ from mempp.importers.exports import (
     Repeats,
     held_until_found,
     kind,
+    listed,
     load_json,
+    mapping,
     moment,
     open_export,
     skipped_file,
@@ -154,30 +156,30 @@ class _Board:
         self.repeats = repeats
         self.name = text_field(data.get("name")) or "trello"
         self.members: dict[str, str] = {}
-        for member in data.get("members") or []:
+        for member in listed(data.get("members")):
             if isinstance(member, dict) and isinstance(member.get("id"), str):
                 named = text_field(member.get("fullName")) or text_field(member.get("username"))
                 if named:
                     self.members[member["id"]] = named
         self.lists = {
             entry["id"]: text_field(entry.get("name")) or entry["id"]
-            for entry in data.get("lists") or []
+            for entry in listed(data.get("lists"))
             if isinstance(entry, dict) and isinstance(entry.get("id"), str)
         }
         self.labels = {
             entry["id"]: text_field(entry.get("name")) or text_field(entry.get("color"))
-            for entry in data.get("labels") or []
+            for entry in listed(data.get("labels"))
             if isinstance(entry, dict) and isinstance(entry.get("id"), str)
         }
         self.checklists: dict[str, list[dict[str, Any]]] = {}
-        for checklist in data.get("checklists") or []:
+        for checklist in listed(data.get("checklists")):
             if isinstance(checklist, dict) and isinstance(checklist.get("idCard"), str):
                 self.checklists.setdefault(checklist["idCard"], []).append(checklist)
         self.cards: dict[str, dict[str, Any]] = {}
         self.unknown: set[str] = set()
 
     def items(self) -> Iterator[Item]:
-        actions = self.data.get("actions") or []
+        actions = listed(self.data.get("actions"))
         if len(actions) >= ACTIONS_CAP:
             yield Notice(
                 self.location,
@@ -194,7 +196,7 @@ class _Board:
                 continue
             if action.get("type") == "createCard":
                 created[card] = action
-            old = (action.get("data") or {}).get("old")
+            old = mapping(action.get("data")).get("old")
             when = moment(action.get("date"))
             text_edit = isinstance(old, dict) and ("name" in old or "desc" in old)
             if action.get("type") == "updateCard" and text_edit and when:
@@ -255,7 +257,7 @@ class _Board:
             lines += ["", card["desc"].strip()]
         for checklist in self.checklists.get(card_id, []):
             lines += ["", text_field(checklist.get("name")) or "Checklist"]
-            for check in checklist.get("checkItems") or []:
+            for check in listed(checklist.get("checkItems")):
                 if isinstance(check, dict) and text_field(check.get("name")):
                     mark = "x" if check.get("state") == "complete" else " "
                     lines.append(f"[{mark}] {check['name'].strip()}")
@@ -266,7 +268,9 @@ class _Board:
             yield repeated
             return
         labels = [
-            self.labels.get(label) for label in card.get("idLabels") or [] if isinstance(label, str)
+            self.labels.get(label)
+            for label in listed(card.get("idLabels"))
+            if isinstance(label, str)
         ]
         metadata: dict[str, Any] = {"board": self.data.get("id"), "card": card_id}
         if creation is not None and isinstance(creation.get("idMemberCreator"), str):
@@ -353,7 +357,7 @@ class _Board:
             yield repeated
             return
         list_name = (
-            text_field((data.get("list") or {}).get("name"))
+            text_field(mapping(data.get("list")).get("name"))
             if isinstance(data.get("list"), dict)
             else None
         )
