@@ -76,3 +76,34 @@ def test_every_value_of_another_kind_is_an_item_or_one_line(tmp_path, source, da
             check(source, path, f"{source} {at!r} = {new!r}")
             cases += 1
     assert cases > 100
+
+
+PIECES = ("-->", "<v ", "</v>", "[", "]", "<", ">", ":", "\n", "\n\n", "\x00", "\ud7ff", "é", "99:")
+
+
+@pytest.mark.parametrize("name", ["standup.vtt", "call.srt", "meeting.log"])
+def test_mangled_transcripts_are_items_or_one_line(tmp_path, name) -> None:
+    import random
+
+    import test_import_transcript as transcript_case
+
+    text = {
+        "standup.vtt": transcript_case.VTT,
+        "call.srt": transcript_case.SRT,
+        "meeting.log": transcript_case.IRC,
+    }[name]
+    rng = random.Random(name)
+    for number in range(150):
+        mangled = text
+        for _ in range(rng.randint(1, 6)):
+            at = rng.randrange(len(mangled) + 1)
+            cut = rng.randint(0, 4)
+            mangled = mangled[:at] + rng.choice(PIECES) + mangled[at + cut :]
+        path = tmp_path / f"case{number}" / name
+        path.parent.mkdir()
+        path.write_text(mangled, encoding="utf-8")
+        try:
+            for item in get("transcript", date="2024-03-12").read(path):
+                assert isinstance(item, Document | ItemError | Skipped | Notice)
+        except InvalidInput as exc:
+            assert "\n" not in str(exc)
