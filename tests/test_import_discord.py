@@ -137,6 +137,13 @@ def test_the_real_example_guild_reads_with_its_quirks_told() -> None:
     assert by_source[f"{url}/1012224565567721552/1045179638760091709"].text == (
         "[sticker: pepecute]"
     )
+    # Attachments by their file name, not the exporter's Windows media paths (absent here).
+    shot = by_source[f"{url}/1012224565567721552/1060926845832409158"]
+    assert shot.text == "[attachment: dce-export-more.png]" and "json_Files" not in shot.text
+    # Custom emoji stay as their :name:; reactions are not text.
+    assert by_source[f"{url}/1012224565567721552/1060926346089476176"].text == (
+        "You will understand it later :kekw:"
+    )
     assert by_source[f"{chill}/1060954094627463098"].meta["user_name"] == "aLittleSpammyBot"
     assert by_source[f"{chill}/1060954094627463098"].meta["author_id"] == "521486476985321458"
 
