@@ -4,6 +4,7 @@ versions, re-imports, bad input, a zip bomb."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import zipfile
 from pathlib import Path
@@ -77,7 +78,8 @@ def test_notes_checklists_labels_and_trash(tmp_path) -> None:
     # Dated by the last edit (the text as it stands), created in metadata.
     assert groceries.date.text == "2024-03-12T09:10:00+00:00" and groceries.author is None
     assert groceries.meta["created"] == "2024-03-12T09:00:00+00:00"
-    assert groceries.source == "keep://Groceries#edited=2024-03-12T09:10:00.000Z"
+    digest = hashlib.sha256(groceries.text.encode()).hexdigest()[:12]
+    assert groceries.source == f"keep://Groceries#v={digest}"
     assert groceries.thread == "keep://Groceries"
     assert plan.meta["pinned"] is True
     trashed = [s for s in found if isinstance(s, Skipped) and s.reason == "trashed"]
@@ -100,7 +102,7 @@ def test_the_real_notes_and_takeout() -> None:
     assert checklist.tags == ("labelWith!'@:$\"Symbols",)
     assert "[ ] Second sub-item and #labelWith!'@:$\"Symbols" in checklist.text
     untitled = next(d for d in documents if "drawing" in d.text)
-    assert untitled.source.startswith("keep://2023-08-01T14_29_43.842%2B10_00#edited=")
+    assert untitled.source.startswith("keep://2023-08-01T14_29_43.842%2B10_00#v=")
     archive = sample("sources/google-takeout/jimmy-test-data/keep-takeout-20240920T140112Z-001.zip")
     found = items(archive)
     documents = docs(found)
@@ -125,6 +127,14 @@ def test_reimport_and_an_edit_in_a_later_takeout(tmp_path) -> None:
     edited = dict(NOTES)
     edited["Plan"] = note("Plan", "Ship v2 on Monday", created=1710237600, edited=1710300000)
     later = takeout(tmp_path / "b", edited)
+    # Pinned since: the edit time moves, the text does not.
+    moved = dict(NOTES)
+    moved["Groceries"] = {
+        **NOTES["Groceries"],
+        "isPinned": True,
+        "userEditedTimestampUsec": 1710400000 * US,
+    }
+    pinned = takeout(tmp_path / "c", moved)
     with Memory(tmp_path / "m.db", embedder=KeywordEmbedder(["ship"])) as memory:
         assert run_import(memory, get("keep"), first).added == 2
         assert run_import(memory, get("keep"), first).added == 0
@@ -135,6 +145,7 @@ def test_reimport_and_an_edit_in_a_later_takeout(tmp_path) -> None:
             "Plan\n\nShip v2 on Monday",
         ]
         assert again.told and again.told[0].reason == "trashed"
+        assert run_import(memory, get("keep"), pinned).added == 0
 
 
 def test_bad_input_and_a_bomb(tmp_path) -> None:

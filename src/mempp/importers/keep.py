@@ -3,12 +3,12 @@ folder of Keep's note ``.json`` files), one record per note.
 
 - author: none (Keep notes carry no author; ``KeepImporter(author=...)`` names the owner);
 - date: the last edit, ``userEditedTimestampUsec`` (the text as it stands dates from it;
-  ``createdTimestampUsec`` in metadata, and the date when there is no edit time); the edit
-  is also in the source, so a later Takeout with the note edited again stores a new
-  version, the old kept;
+  ``createdTimestampUsec`` in metadata, and the date when there is no edit time);
 - thread and source: ``keep://NOTE`` (the note's file name without ``.json``, which
-  Takeout derives from its title or, untitled, its edit time; percent-encoded),
-  ``#edited=STAMP`` added;
+  Takeout derives from its title or, untitled, its edit time; percent-encoded) is the
+  thread; the source adds ``#v=`` and 12 hex digits of the text's SHA-256, so a Takeout in
+  which a note's text changed stores a new version (the old kept) and one in which it did
+  not adds nothing, whatever its edit time says;
 - text: the title, a blank line, the text (``textContent``, else ``textContentHtml`` made
   text), checklist items as ``[x] item``, attachments by file name;
 - tags: the note's labels.
@@ -19,6 +19,7 @@ attachments (images, recordings) and Takeout's overview page are counted as skip
 
 from __future__ import annotations
 
+import hashlib
 import os
 from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
@@ -40,7 +41,6 @@ from mempp.importers.exports import (
     load_json,
     open_export,
     text_field,
-    versioned,
     where,
     zip_heads,
 )
@@ -153,7 +153,11 @@ class KeepImporter:
             yield Skipped(location, "empty note")
             return
         base = f"keep://{quote(stem, safe='')}"
-        source = versioned(base, edited)
+        # Keep moves userEditedTimestampUsec for more than the text (pinning, colours), so a
+        # version is named by its content: a Takeout whose note only moved adds nothing.
+        source = (
+            f"{base}#v={hashlib.sha256(text.encode('utf-8', 'surrogatepass')).hexdigest()[:12]}"
+        )
         repeated = repeats.check(source, text, location)
         if repeated is not None:
             yield repeated
