@@ -153,8 +153,8 @@ class KeepImporter:
             yield Skipped(location, "empty note")
             return
         base = f"keep://{quote(stem, safe='')}"
-        # Keep moves userEditedTimestampUsec for more than the text (pinning, colours), so a
-        # version is named by its content: a Takeout whose note only moved adds nothing.
+        # userEditedTimestampUsec is not a text version (it may move when only a pin or a
+        # colour changed), so a version is named by its content: same text, nothing added.
         source = (
             f"{base}#v={hashlib.sha256(text.encode('utf-8', 'surrogatepass')).hexdigest()[:12]}"
         )
