@@ -87,7 +87,7 @@ def test_webvtt_runs_voices_offsets_and_the_meeting_key(tmp_path) -> None:
     assert bo.author == "Bo" and bo.date.text == "2024-03-12T09:00:04+01:00"
     assert later.text == "One more thing, much later."  # a pause over 90 s starts a turn
     assert {d.thread for d in (ana, bo, later)} == {"transcript://abc"}
-    assert ana.source == "transcript://abc/1-0" and ana.meta["turns"] == 2
+    assert ana.source.startswith("transcript://abc/1-0#v=") and ana.meta["turns"] == 2
     assert ana.tags == ("standup",)
     # A day alone dates every turn by the day.
     assert {d.date.text for d in docs(items(path, date="2024-03-12"))} == {"2024-03-12"}
@@ -110,7 +110,7 @@ def test_srt_speakers_by_prefix_and_a_date_from_the_folder(tmp_path) -> None:
     assert (budget.author, budget.text) == ("Ana", "Budget is approved. Twelve thousand.")
     assert thanks.author == "Bo" and applause.author is None
     assert budget.date.text == "2024-05-02"
-    assert budget.source == "transcript://2024-05-02/call.srt/1"  # the SRT cue number
+    assert budget.source.startswith("transcript://2024-05-02/call.srt/1#v=")  # the cue number
     told = [n.message for n in found if isinstance(n, Notice)]
     assert told == ["meeting date 2024-05-02 taken from the path"]
 
@@ -243,6 +243,11 @@ def test_reimport_adds_nothing_and_dry_run_counts(tmp_path) -> None:
         assert len(memory) == 6
         hits = memory.search("budget", as_of="2024-03-12")
         assert hits and hits[0].record.author == "Ana"
+        # A corrected transcript: its changed turn is a new version, the rest already there.
+        (folder / "call.srt").write_text(SRT.replace("Twelve thousand", "Fifteen thousand"))
+        corrected = run_import(memory, get("transcript", date="2024-03-12"), folder)
+        assert corrected.added == 1 and corrected.skipped["already imported"] == 5
+        assert len(memory) == 7
 
 
 def test_bad_input_is_named_and_the_rest_read(tmp_path) -> None:

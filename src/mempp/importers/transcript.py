@@ -13,7 +13,8 @@ speaker turn: a run of consecutive cues or lines of one speaker, cut at a pause 
   start time is known, the day alone when it is not; none found: undated, told;
 - thread: the meeting, ``transcript://MEETING`` (a Teams transcript's cue-id prefix, else
   the date and file name); source: ``transcript://MEETING/FIRST_CUE`` (its id, or its
-  start offset, or the IRC line's time);
+  start offset, or the IRC line's time) with ``#v=`` and a digest of the turn's text, so a
+  corrected transcript adds its changed turns as new versions and nothing else;
 - tags: the meeting's title (IRC ``Meeting:``, else the file's stem) and the current
   ``Topic:``.
 
@@ -24,6 +25,7 @@ for each is kept here; none of the parsing libraries handles all three.
 
 from __future__ import annotations
 
+import hashlib
 import html
 import os
 import re
@@ -513,7 +515,7 @@ def _runs(meeting: _Meeting) -> Iterator[Item]:
                 author=first.speaker,
                 date=_when(meeting, first),
                 tags=tags,
-                source=f"transcript://{meeting.key}/{first.key}",
+                source=f"transcript://{meeting.key}/{first.key}#v={_digest(text)}",
                 thread=f"transcript://{meeting.key}",
                 metadata=metadata,
             )
@@ -543,6 +545,12 @@ def _continues(run: list[_Turn], turn: _Turn) -> bool:
     if turn.offset is not None and last.offset is not None:
         return turn.offset - last.offset <= MAX_PAUSE
     return True
+
+
+def _digest(text: str) -> str:
+    """12 hex digits of the turn's SHA-256: a corrected transcript's changed turns are new
+    versions (the old kept); its unchanged ones are already imported."""
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:12]
 
 
 def _shown_offset(offset: timedelta) -> str:
