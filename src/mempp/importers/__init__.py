@@ -45,15 +45,20 @@ __all__ = [
 ENTRY_POINT_GROUP = "mempp.importers"
 
 
-def _builtin() -> dict[str, Callable[[], Importer]]:
+def _builtin() -> dict[str, Callable[..., Importer]]:
     from mempp.importers.confluence import ConfluenceImporter
+    from mempp.importers.discord import DiscordImporter
     from mempp.importers.folder import FolderImporter
     from mempp.importers.github import GitHubImporter
     from mempp.importers.gitlab import GitLabImporter
     from mempp.importers.jira import JiraImporter
+    from mempp.importers.keep import KeepImporter
     from mempp.importers.mail import MailImporter
     from mempp.importers.notion import NotionImporter
     from mempp.importers.slack import SlackImporter
+    from mempp.importers.teams import TeamsImporter
+    from mempp.importers.transcript import TranscriptImporter
+    from mempp.importers.trello import TrelloImporter
 
     return {
         "slack": SlackImporter,
@@ -64,6 +69,11 @@ def _builtin() -> dict[str, Callable[[], Importer]]:
         "jira": JiraImporter,
         "confluence": ConfluenceImporter,
         "notion": NotionImporter,
+        "discord": DiscordImporter,
+        "keep": KeepImporter,
+        "teams": TeamsImporter,
+        "transcript": TranscriptImporter,
+        "trello": TrelloImporter,
     }
 
 
@@ -81,9 +91,10 @@ def names() -> list[str]:
     return sorted(set(_builtin()) | set(_entry_points()))
 
 
-def get(name: str) -> Importer:
-    """A new importer by name, with its default options. mempp's own names come first: a
-    package cannot replace them."""
+def get(name: str, **options: object) -> Importer:
+    """A new importer by name, built with ``options`` as keyword arguments (none: its
+    defaults). mempp's own names come first: a package cannot replace them. An option the
+    importer does not take is an ``InvalidInput`` naming it."""
     factory = _builtin().get(name)
     if factory is None:
         point = _entry_points().get(name)
@@ -93,7 +104,14 @@ def get(name: str) -> Importer:
             factory = point.load()
         except Exception as exc:  # a third party's import error, told in one line
             raise MemppError(f"the {name!r} importer ({point.value}) cannot load: {exc}") from exc
-    importer = factory()
+    try:
+        importer = factory(**options)
+    except TypeError as exc:
+        if not options:
+            raise
+        raise InvalidInput(
+            f"the {name!r} importer takes no option {', '.join(sorted(options))} ({exc})"
+        ) from None
     if not isinstance(importer, Importer):
         raise MemppError(
             f"the {name!r} importer does not implement the Importer protocol "

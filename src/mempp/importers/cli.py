@@ -41,15 +41,29 @@ def add_parser(commands: Any) -> None:
         description="Import documents with an importer: slack (a workspace export, .zip or "
         "folder), mail (.mbox, .eml, Maildir, or a folder of them), folder (what ingest "
         "reads), github / gitlab (saved API responses), jira (XML or CSV export), confluence "
-        "(HTML export), notion (Markdown & CSV or HTML export), or one an installed package "
-        "registers (entry-point group mempp.importers).",
+        "(HTML export), notion (Markdown & CSV or HTML export), discord, teams, trello, "
+        "transcript, keep (see docs/importers.md), or one an installed package registers "
+        "(entry-point group mempp.importers).",
     )
     imports.add_argument(
-        "source",
-        metavar="SOURCE",
-        help="slack, mail, folder, github, gitlab, jira, confluence, notion, or installed",
+        "source", metavar="SOURCE", help="an importer's name (mempp's, or installed)"
     )
     imports.add_argument("paths", nargs="+", metavar="PATH")
+    imports.add_argument(
+        "--date",
+        metavar="YYYY-MM-DD",
+        default=None,
+        help="the day of a source whose items carry only times (a meeting transcript); "
+        "passed to the importer as its date option",
+    )
+    imports.add_argument(
+        "--option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="an option of the importer, as a keyword argument (repeatable): "
+        "--option author='Ana López' names a Keep Takeout's owner",
+    )
     _common(imports)
 
 
@@ -84,7 +98,10 @@ def run(
         batch_size = BULK_BATCH if args.bulk else DEFAULT_BATCH
     if batch_size < 1:
         raise InvalidInput("--batch-size must be >= 1")
-    importer = get("folder" if args.command == "ingest" else args.source)
+    options = _options(getattr(args, "option", []))
+    if getattr(args, "date", None) is not None:
+        options["date"] = args.date
+    importer = get("folder" if args.command == "ingest" else args.source, **options)
     items = read_paths(importer, args.paths)  # a path that is no export fails here, storeless
     memory = None
     if not args.dry_run or _exists(location):  # a dry run creates no store
@@ -115,6 +132,17 @@ def run(
                 memory.close()
     _print(report, args.json)
     return EXIT_PARTIAL if report.failures else EXIT_OK
+
+
+def _options(pairs: list[str]) -> dict[str, object]:
+    """``KEY=VALUE`` pairs as keyword options (values are strings; the importer checks them)."""
+    options: dict[str, object] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip().isidentifier():
+            raise InvalidInput(f"--option must be KEY=VALUE with KEY a name, got {pair!r}")
+        options[key.strip()] = value
+    return options
 
 
 def _exists(location: str) -> bool:

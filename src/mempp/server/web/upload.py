@@ -5,7 +5,8 @@ Each upload is saved under its own name in a private temporary folder. A file go
 first importer that recognizes it: Markdown / text with front matter and JSON Lines (the
 folder importer), a Slack export zip, a mailbox (``.mbox``, ``.eml``), a saved GitHub or
 GitLab API response, a Jira XML or CSV export, a Confluence page or space export, a Notion
-export zip. The upload is refused
+export zip, a DiscordChatExporter, Trello board or Keep note ``.json``, a Teams export or Keep
+Takeout zip, a ``.vtt``, ``.srt`` or IRC ``.log`` transcript. The upload is refused
 whole, before anything is stored, when a file is of no kind mempp reads or cannot be opened at
 all (a broken zip, a zip that is no Slack export); within a readable file, a bad line or
 message is reported as ``name:line: reason`` and the good ones are kept, as the CLI does.
@@ -32,11 +33,26 @@ from mempp.server.web.access import WebError
 
 # Tried in this order: the folder importer goes by the file's suffix alone, so a note that
 # happens to start with "From " stays a note.
-IMPORTERS = ("folder", "slack", "mail", "github", "gitlab", "jira", "confluence", "notion")
+IMPORTERS = (
+    "folder",
+    "slack",
+    "mail",
+    "github",
+    "gitlab",
+    "jira",
+    "confluence",
+    "notion",
+    "discord",
+    "trello",
+    "teams",
+    "keep",
+    "transcript",
+)
 KINDS = (
     ".md, .markdown, .txt, .jsonl, .ndjson, a Slack export .zip, .mbox, .eml, GitHub or GitLab "
     "API .json, a Jira .xml or .csv export, a Confluence .html page or space .zip, a Notion "
-    "export .zip"
+    "export .zip, DiscordChatExporter, Trello board or Google Keep .json, a Teams export or "
+    "Keep Takeout .zip, .vtt, .srt, an IRC .log"
 )
 _UNSAFE = re.compile(r"[^A-Za-z0-9._ -]+")
 
