@@ -98,9 +98,8 @@ def test_a_commit_message_from_a_bot_post_is_found_by_search(tmp_path: Path) -> 
         report = run_import(memory, get("slack"), path)
         assert report.added == 147 and report.failed == 0
         hits = memory.search("executor rough draft")
-        top = hits[0].record
-        assert top.author == "github" and top.date.startswith("2016-02-08")
-        assert "ed1acbe" in top.text
+        found = [h.record for h in hits[:5] if "ed1acbe" in h.record.text]
+        assert found and found[0].author == "github" and found[0].date.startswith("2016-02-08")
 
 
 def test_the_bot_user_of_users_json_and_link_unfurls_in_the_newer_exports() -> None:
