@@ -609,3 +609,13 @@ Content-Type: multipart/mixed; boundary=B
         "This is a test.pdf",
         "This is a test.txt",
     ]
+
+
+def test_an_mbox_without_a_from_line_and_an_empty_file_are_accounted_for(tmp_path) -> None:
+    (tmp_path / "one.mbox").write_bytes(plain("Alone", "No From line.", msgid="<alone@x>"))
+    (tmp_path / "blank.eml").write_bytes(b"")
+    found = items(tmp_path)
+    assert list(docs(found)) == ["mid:alone@x"]  # mailbox would have read no message
+    assert [(s.location, s.reason) for s in found if isinstance(s, Skipped)] == [
+        (str(tmp_path / "blank.eml"), "empty file")
+    ]

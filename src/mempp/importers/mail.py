@@ -148,10 +148,13 @@ def _classify(file: Path) -> _Entry:
             head = handle.read(_HEAD)
     except OSError as exc:
         return _Entry("skip", file, "unreadable", exc.strerror or str(exc))
-    suffix = file.suffix.lower()
-    if head.startswith(b"From ") or suffix == ".mbox":
+    if not head.strip():
+        return _Entry("skip", file, "empty file")
+    if head.lstrip().startswith(b"From "):
         return _Entry("mbox", file)
-    if suffix == ".eml" or _looks_like_message(head.lstrip()):
+    # An .mbox without a "From " line would read as no message at all: it is one message,
+    # or no mail.
+    if file.suffix.lower() == ".eml" or _looks_like_message(head.lstrip()):
         return _Entry("message", file)
     return _Entry("skip", file, "not a mail file")
 
