@@ -75,7 +75,7 @@ def test_the_maildirs_are_read_whole() -> None:
     found = _read("mu")
     skipped = Counter(i.reason for i in found if isinstance(i, Skipped))
     assert skipped["in a Maildir's tmp/"] == 1  # testdir/tmp holds a file that must not be read
-    assert skipped["Maildir dot file"] == 4  # .noindex in Foo and bar, new/ and tmp/
+    assert skipped["Maildir dot file"] == 5  # .noindex in Foo and bar (new/, tmp/), .noupdate
     assert not [i for i in found if isinstance(i, ItemError)]
     assert len(_docs(_read("mu/testdir4"))) == 14  # a plain folder of message files
     assert len(_docs(_read("mu/testdir2/wom_bat"))) == 3  # a Maildir with only cur/

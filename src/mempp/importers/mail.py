@@ -165,7 +165,8 @@ def _plan(root: Path) -> list[_Entry]:
     for current, dirs, files in os.walk(root):
         here = Path(current)
         dirs.sort()
-        if is_maildir(here):
+        maildir = is_maildir(here)
+        if maildir:
             for sub in ("cur", "new"):
                 for name in sorted(_files(here / sub)):
                     if name.startswith("."):  # mu's .noindex and the like: markers, no mail
@@ -189,7 +190,11 @@ def _plan(root: Path) -> list[_Entry]:
         for name in hidden:  # .git and the like; Maildir++ folders (.Sent) are read
             plan.append(_Entry("skip", here / name, "hidden folder"))
         dirs[:] = [d for d in dirs if d not in hidden]
-        plan.extend(_classify(here / name) for name in sorted(files))
+        for name in sorted(files):
+            if maildir and name.startswith("."):  # .noupdate, .uidvalidity: the box's own
+                plan.append(_Entry("skip", here / name, "Maildir dot file"))
+            else:
+                plan.append(_classify(here / name))
     return plan
 
 
