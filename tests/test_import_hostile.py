@@ -49,7 +49,8 @@ def _value(rng: random.Random, depth: int = 0) -> object:
         return "".join(rng.choice(NASTY_TEXT) for _ in range(rng.randrange(4)))
     if kind in (6, 7):
         return [_value(rng, depth + 1) for _ in range(rng.randrange(3))]
-    return {rng.choice(["title", "name", "text", "id", "real_name"]): _value(rng, depth + 1)}
+    keys = ["title", "name", "text", "id", "real_name", "type", "elements", "fields", "pretext"]
+    return {rng.choice(keys): _value(rng, depth + 1)}
 
 
 def _mutated(rng: random.Random, message: dict[str, object]) -> object:
@@ -68,13 +69,18 @@ def _mutated(rng: random.Random, message: dict[str, object]) -> object:
             "user_profile",
             "username",
             "bot_id",
+            "blocks",
+            "comment",
+            "file",
         ],
         k=rng.randrange(1, 4),
     ):
         out[key] = (
             _value(rng)
             if rng.random() < 0.8
-            else rng.choice(["1710000000.000001", "U1", "bot_message", "message"])
+            else rng.choice(
+                ["1710000000.000001", "U1", "bot_message", "message", "file_comment", "bot_add"]
+            )
         )
     return out if rng.random() < 0.95 else _value(rng)
 

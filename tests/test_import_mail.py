@@ -3,6 +3,7 @@ multipart, HTML-only, non-UTF-8, a reply chain, missing dates and broken message
 
 from __future__ import annotations
 
+import json
 import mailbox
 from email.message import EmailMessage
 from pathlib import Path
@@ -10,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from mempp import Document, InvalidInput, Memory
-from mempp.importers import ItemError, Notice, get, run_import
+from mempp.importers import ItemError, Notice, Skipped, get, run_import
 from mempp.importers.mail import MailImporter
 
 import engines
@@ -305,3 +306,316 @@ def test_one_bad_path_among_several_stores_nothing(tmp_path) -> None:
         with pytest.raises(InvalidInput, match=r"missing\.mbox: no such file"):
             run_import(memory, get("mail"), [box, tmp_path / "missing.mbox"])
         assert len(memory) == 0
+
+
+def raw_mail(headers: str, body: str) -> bytes:
+    """A message as written: CRLF lines, headers and body as given (8-bit bytes as Latin-1)."""
+    text = headers.strip("\n") + "\n\n" + body
+    return text.replace("\n", "\r\n").encode("latin-1")
+
+
+ENRICHED = raw_mail(
+    """From: Kim <kim@acme.example>
+Subject: Virtual hosts
+Date: Mon, 14 May 2001 15:23:21 -0400
+Message-ID: <enriched@acme.example>
+Content-Type: text/enriched; charset="us-ascii"
+""",
+    "Hi,\n\nI can start <bold>two</bold> JVMs\nunder web-apps, <<ContextManager> and\n"
+    "<param>Times</param><fontfamily>all</fontfamily>.\n\n\nBye\n",
+)
+
+
+def multipart(boundary_header: str, delimiter: str, msgid: str) -> bytes:
+    return raw_mail(
+        f"""From: Lee <lee@acme.example>
+Subject: Tomcat question
+Date: Thu, 09 Jan 2003 14:28:01 -0500
+Message-ID: <{msgid}>
+MIME-Version: 1.0
+Content-Type: multipart/mixed; boundary={boundary_header}
+""",
+        f"--{delimiter}\nContent-Type: text/plain\n\nThe guides helped, thanks.\n"
+        f"--{delimiter}\nContent-Type: text/plain; name=notes.txt\n"
+        f"Content-Disposition: attachment; filename=notes.txt\n\nattached\n--{delimiter}--\n",
+    )
+
+
+def test_bodies_the_parser_alone_would_drop_are_read(tmp_path) -> None:
+    box = build_mbox(
+        tmp_path / "odd.mbox",
+        [
+            ENRICHED,
+            multipart('"<<001-3e1dcd5a-119e>>"', "<<001-3e1dcd5a-119e>>", "angle@x"),
+            multipart(
+                "----=_NextPart_000_0093_01C8.EB75", "----=_NextPart_000_0093_01C8.EB75", "eq@x"
+            ),
+        ],
+    )
+    found = items(box)
+    by_source = docs(found)
+    assert by_source["mid:enriched@acme.example"].text == (
+        "Virtual hosts\n\nHi,\nI can start two JVMs under web-apps, <ContextManager> and all."
+        "\n\nBye"
+    )
+    for msgid in ("angle@x", "eq@x"):
+        doc = by_source[f"mid:{msgid}"]
+        assert doc.text == (
+            "Tomcat question\n\nThe guides helped, thanks.\n\n[attachment: notes.txt]"
+        )
+    told = [n.message for n in found if isinstance(n, Notice)]
+    # compat32 reads the unquoted boundary with "=" whole; the doubled angle brackets need
+    # the body's own delimiter, and say so.
+    assert told == [
+        "multipart boundary '<001-3e1dcd5a-119e>' (as the parser reads it) is not the one "
+        "its body uses: parts read by '<<001-3e1dcd5a-119e>>'"
+    ]
+
+
+def test_every_file_of_maildirs_and_folders_is_accounted_for(tmp_path) -> None:
+    root = tmp_path / "mail"
+    only_cur = root / "Archive" / "cur"  # git keeps no empty folder: new/ and tmp/ gone
+    only_cur.mkdir(parents=True)
+    for number in range(3):
+        (only_cur / f"17000000{number}.host!2,S").write_bytes(
+            plain(f"Old {number}", "kept", msgid=f"<old{number}@x>")
+        )
+    inbox = mailbox.Maildir(root / "Inbox", create=True)
+    for number in range(14):
+        inbox.add(plain(f"Note {number}", "body", msgid=f"<n{number}@x>"))
+    (root / "Inbox" / "new" / ".noindex").write_bytes(b"")  # mu's marker: no mail
+    (root / "Inbox" / "tmp" / "1700000000.partial").write_bytes(plain("Half", "delivering"))
+    bare = root / "bare"
+    bare.mkdir()
+    for number in range(4):
+        (bare / f"mail{number}").write_bytes(plain(f"Bare {number}", "b", msgid=f"<b{number}@x>"))
+    (bare / "README").write_text("these are mails\n")
+    found = items(root)
+    assert len(docs(found)) == 3 + 14 + 4
+    skipped = sorted(
+        (i.location.removeprefix(f"{root}/"), i.reason) for i in found if isinstance(i, Skipped)
+    )
+    assert skipped == [
+        ("Inbox/new/.noindex", "Maildir dot file"),
+        ("Inbox/tmp/1700000000.partial", "in a Maildir's tmp/"),
+        ("bare/README", "not a mail file"),
+    ]
+    assert not [i for i in found if isinstance(i, ItemError)]
+    importer = MailImporter()
+    assert importer.recognizes(root / "Archive") and importer.recognizes(bare / "mail0")
+    assert len(docs(items(bare))) == 4  # a folder of bare message files is no "no Maildir"
+    report = run_import(None, get("mail"), root, dry_run=True)
+    assert report.added == 21 and dict(report.skipped) == {
+        "Maildir dot file": 1,
+        "in a Maildir's tmp/": 1,
+        "not a mail file": 1,
+    }
+
+
+def test_headers_real_mail_writes_wrongly_are_read_right(tmp_path) -> None:
+    cp1252 = raw_mail(
+        """From: =?UTF-8?B?TXlTdXJ2ZXk=?=
+ =?UTF-8?B?LmNvbSAmIEM=?=
+ =?UTF-8?B?YXJvbCBBZGE=?=
+ =?UTF-8?B?bXM=?= <carol@mysurvey.example>
+Subject: Forma\xe7\xe3o: Campanha Final Ver\xe3o
+Date: Wed, 15 Dec 2010 12:21:20 -0500
+Message-ID: <survey@x>
+""",
+        "Take the survey.\n",
+    )
+    comment = raw_mail(
+        """From: jimbo@slp53.example (Jimbo Foobarcuux)
+Subject: Re: atomic writes
+Date: Tue, 8 Mar 2011 17:04:20 +0000
+Message-ID: <jimbo@x>
+""",
+        "They are.\n",
+    )
+    utf8 = raw_mail(
+        "From: J\xc3\xb6hn <john@x>\nSubject: S\xc3\xa4ying Hello\n"
+        "Date: Tue, 8 Mar 2011 17:04:20 +0000\nMessage-ID: <utf8@x>\n",
+        "Hi\n",
+    )
+    box = build_mbox(tmp_path / "headers.mbox", [cp1252, comment, utf8])
+    found = items(box)
+    by_source = docs(found)
+    survey = by_source["mid:survey@x"]
+    assert survey.author == "MySurvey.com & Carol Adams"  # no spaces between encoded words
+    assert survey.text.startswith("Formação: Campanha Final Verão\n\n")
+    assert by_source["mid:jimbo@x"].author == "Jimbo Foobarcuux"
+    assert (by_source["mid:utf8@x"].author, by_source["mid:utf8@x"].text) == (
+        "Jöhn",
+        "Säying Hello\n\nHi",
+    )
+    assert [(n.location, n.message) for n in found if isinstance(n, Notice)] == [
+        (f"{box}:1", "Subject header has raw 8-bit bytes that are not UTF-8; read as Windows-1252")
+    ]
+
+
+RECEIVED = (
+    "Received: from relay.example by mx.example; Mon, 9 Jun 2008 12:30:00 -0700\n"
+    "Received: from pc.example by relay.example; Mon, 9 Jun 2008 12:24:02 -0700\n"
+)
+
+
+def test_a_date_that_cannot_be_true_gives_way_to_the_received_date(tmp_path) -> None:
+    box = build_mbox(
+        tmp_path / "dates.mbox",
+        [
+            raw_mail(
+                RECEIVED + "From: a@x\nSubject: Far\nDate: Mon, 30 Jun 3609 15:33:50 +0600\n"
+                "Message-ID: <far@x>\n",
+                "x\n",
+            ),
+            raw_mail(
+                RECEIVED + "From: a@x\nSubject: Late\nDate: Thu, 12 Jun 2008 09:00:00 -0700\n"
+                "Message-ID: <late@x>\n",
+                "x\n",
+            ),
+            raw_mail(
+                RECEIVED + "From: a@x\nSubject: Fine\nDate: Mon, 9 Jun 2008 21:23:00 +0200\n"
+                "Message-ID: <fine@x>\n",
+                "x\n",
+            ),
+            raw_mail(
+                "From: a@x\nSubject: Epoch\nDate: Thu, 1 Jan 1970 00:00:00 +0000\n"
+                "Message-ID: <epoch@x>\n",
+                "x\n",
+            ),
+        ],
+    )
+    found = items(box)
+    by_source = docs(found)
+    for msgid in ("far", "late"):
+        assert by_source[f"mid:{msgid}@x"].date.text == "2008-06-09T12:24:02-07:00"
+        assert json.loads(by_source[f"mid:{msgid}@x"].metadata)["dated_by"] == "Received"
+    assert by_source["mid:fine@x"].date.text == "2008-06-09T21:23:00+02:00"
+    assert by_source["mid:epoch@x"].date is None
+    told = [(n.location, n.message) for n in found if isinstance(n, Notice)]
+    assert told == [
+        (
+            f"{box}:1",
+            "Date header 'Mon, 30 Jun 3609 15:33:50 +0600' is in the future: "
+            "dated by its first Received header",
+        ),
+        (
+            f"{box}:2",
+            "Date header 'Thu, 12 Jun 2008 09:00:00 -0700' is more than a day after its last "
+            "Received header (2008-06-09T12:30:00-07:00): dated by its first Received header",
+        ),
+        (
+            f"{box}:4",
+            "Date header 'Thu, 1 Jan 1970 00:00:00 +0000' is before 1970 (a clock at zero): "
+            "stored undated, so searches with --as-of will not see it",
+        ),
+    ]
+
+
+def test_one_message_id_for_two_mails_keeps_both_and_copies_once(tmp_path) -> None:
+    first = plain("Plan", "Launch on the 20th.", msgid="<same@x>")
+    other = plain("Plan (edited)", "Launch on the 22nd.", msgid="<same@x>")
+    (tmp_path / "a").mkdir()
+    mboxo = build_mbox(tmp_path / "a" / "list.mbox", [first, other])
+    (tmp_path / "b").mkdir()
+    copy = build_mbox(tmp_path / "b" / "list.mbox", [first])  # the same mail, another archive
+    found = items(tmp_path)
+    by_source = docs(found)
+    assert by_source["mid:same@x"].text == "Plan\n\nLaunch on the 20th."
+    variant = [s for s in by_source if s.startswith("mid:same@x#")]
+    assert len(variant) == 1 and by_source[variant[0]].text.endswith("the 22nd.")
+    assert [(n.location, n.message) for n in found if isinstance(n, Notice)] == [
+        (
+            f"{mboxo}:2",
+            f"Message-ID <same@x> is also that of {mboxo}:1, a different message: "
+            f"stored as {variant[0]}",
+        )
+    ]
+    assert [(s.location, s.reason) for s in found if isinstance(s, Skipped)] == [
+        (f"{copy}:1", "duplicate (same Message-ID and content)")
+    ]
+    with Memory(tmp_path / "m.db", embedder=KeywordEmbedder()) as memory:
+        assert run_import(memory, get("mail"), tmp_path).added == 2
+        again = run_import(memory, get("mail"), tmp_path)  # the variant's source is stable
+        assert again.added == 0 and again.skipped["already imported"] == 2
+
+
+def test_a_reply_without_references_joins_its_subjects_thread(tmp_path) -> None:
+    box = build_mbox(
+        tmp_path / "list.mbox",
+        [
+            plain("[dev] Reactor safe points", "Proposal.", msgid="<p@x>"),
+            plain("Re: [dev] Reactor safe points", "Agreed.", sender="Bo <bo@x>"),
+            plain("RE: [dev] reactor safe  points", "Me too.", msgid="<m@x>"),
+            plain("Re: Something else", "Other.", msgid="<o@x>"),
+        ],
+    )
+    found = docs(items(box))
+    threads = {d.text.split("\n\n")[1]: d.thread for d in found.values()}
+    assert threads == {
+        "Proposal.": "mid:p@x",
+        "Agreed.": "mid:p@x",
+        "Me too.": "mid:p@x",
+        "Other.": "mid:o@x",
+    }
+    assert json.loads(found["mid:m@x"].metadata)["thread_by"] == "subject"
+
+
+def test_attachments_are_listed_in_the_text_and_metadata(tmp_path) -> None:
+    inner = EmailMessage()
+    inner["From"] = "Test Tester <t@x>"
+    inner["Subject"] = "Another PDF"
+    inner.set_content("inner body")
+    outer = headed("a@x", "Forward", "Mon, 6 Jun 2005 22:21:22 +0200", "<fwd@x>")
+    outer.set_content("See the attached mail.")
+    outer.add_attachment(inner, filename="Forwarded.eml")
+    signed = raw_mail(
+        """From: Jamis <j@x>
+Subject: Signed with a picture
+Date: Mon, 6 Jun 2005 22:21:22 +0200
+Message-ID: <signed@x>
+Content-Type: multipart/signed; protocol="application/pgp-signature"; boundary="S"
+""",
+        "--S\nContent-Type: multipart/mixed; boundary=M\n\n--M\nContent-Type: text/plain\n\n"
+        "Here is a picture.\n--M\nContent-Type: image/png\nContent-Disposition: inline; "
+        "filename=truncated.png\nContent-Transfer-Encoding: base64\n\niVBORw0K\n--M--\n"
+        "--S\nContent-Type: application/pgp-signature; name=signature.asc\n\n"
+        "-----BEGIN PGP SIGNATURE-----\n--S--\n",
+    )
+    names = raw_mail(
+        """From: a@x
+Subject: Names
+Date: Mon, 6 Jun 2005 22:21:22 +0200
+Message-ID: <names@x>
+Content-Type: multipart/mixed; boundary=B
+""",
+        "--B\nContent-Type: text/plain\n\nTwo files.\n"
+        "--B\nContent-Type: application/pdf; name==?utf-8?B?VGhpcyBpcyBhIHRlc3QucGRm?=\n"
+        "Content-Disposition: attachment; filename==?utf-8?B?VGhpcyBpcyBhIHRlc3QucGRm?=\n\n%PDF\n"
+        "--B\nContent-Type: text/plain; name=This is a test.txt\nContent-Disposition: attachment;"
+        "\n\tfilename=This is a test.txt\n\nHi there.\n--B--\n",
+    )
+    box = build_mbox(tmp_path / "att.mbox", [outer.as_bytes(), signed, names])
+    by_source = docs(items(box))
+    forward = by_source["mid:fwd@x"]
+    assert forward.text == (
+        "Forward\n\nSee the attached mail.\n\n"
+        "[attachment: Forwarded.eml (message 'Another PDF' from Test Tester)]"
+    )
+    picture = json.loads(by_source["mid:signed@x"].metadata)
+    assert picture["attachments"] == ["truncated.png"] and picture["signed"] is True
+    assert by_source["mid:signed@x"].text.startswith("Signed with a picture\n\nHere is a picture.")
+    assert json.loads(by_source["mid:names@x"].metadata)["attachments"] == [
+        "This is a test.pdf",
+        "This is a test.txt",
+    ]
+
+
+def test_an_mbox_without_a_from_line_and_an_empty_file_are_accounted_for(tmp_path) -> None:
+    (tmp_path / "one.mbox").write_bytes(plain("Alone", "No From line.", msgid="<alone@x>"))
+    (tmp_path / "blank.eml").write_bytes(b"")
+    found = items(tmp_path)
+    assert list(docs(found)) == ["mid:alone@x"]  # mailbox would have read no message
+    assert [(s.location, s.reason) for s in found if isinstance(s, Skipped)] == [
+        (str(tmp_path / "blank.eml"), "empty file")
+    ]

@@ -385,3 +385,179 @@ def test_the_example_export_reads_cleanly() -> None:
     assert len(docs) == 7 and {d.tags for d in docs} == {("pricing",), ("general",)}
     answer = next(d for d in docs if d.text.startswith("No, @Marco Rossi"))
     assert answer.thread == "slack://C01PRICING/1709906531.000100"
+
+
+LEGACY_BOT_DAYS: dict[str, list[object]] = {
+    # Channels are read in channels.json order: the bot posts in #general (C1), read first,
+    # and was added in #pricing (C2), so its name must be looked up ahead.
+    "general/2024-03-16.json": [
+        {
+            "type": "message",
+            "subtype": "bot_message",
+            "bot_id": "BLEGACY",
+            "text": "",
+            "ts": "1710590000.000100",
+            "attachments": [
+                {
+                    "fallback": "[api:main] 1 new commit by ana",
+                    "pretext": "[api:main] 1 new commit by ana:",
+                    "text": "<https://git.example/c/ab12|ab12>: Fix the rounding of invoice totals",
+                    "fields": [{"title": "Build", "value": "passed", "short": True}],
+                },
+                {"fallback": "CI run 812 passed in 4m"},  # nothing but a fallback
+                {"fallback": "same", "text": "same"},  # a fallback repeating the text: once
+            ],
+        },
+        {
+            "type": "message",
+            "subtype": "bot_message",
+            "bot_id": "BNONAME",
+            "text": "deploy finished",
+            "ts": "1710590100.000200",
+        },
+        {
+            "type": "message",
+            "subtype": "bot_message",
+            "bot_id": "BNONAME",
+            "text": "deploy finished again",
+            "ts": "1710590200.000300",
+        },
+        {
+            "type": "message",
+            "bot_id": "BAPPUSER",
+            "text": "",
+            "ts": "1710590300.000400",
+            "blocks": [
+                {"type": "header", "text": {"type": "plain_text", "text": "Nightly report"}},
+                {
+                    "type": "section",
+                    "text": {"type": "mrkdwn", "text": "3 failures in <#C2|pricing>"},
+                    "fields": [{"type": "mrkdwn", "text": "*Owner:* <@U1>"}],
+                },
+            ],
+        },
+        {
+            "type": "message",
+            "user": "U2",
+            "text": "",
+            "ts": "1710590400.000500",
+            "blocks": [
+                {
+                    "type": "rich_text",
+                    "elements": [
+                        {
+                            "type": "rich_text_section",
+                            "elements": [
+                                {"type": "text", "text": "ask "},
+                                {"type": "user", "user_id": "U1"},
+                                {"type": "text", "text": " about "},
+                                {"type": "link", "url": "https://x.example", "text": "this"},
+                            ],
+                        }
+                    ],
+                }
+            ],
+        },
+    ],
+    "pricing/2024-03-15.json": [
+        {
+            "type": "message",
+            "subtype": "bot_add",
+            "user": "U1",
+            "bot_id": "BLEGACY",
+            "text": "added an integration to this channel: "
+            "<https://acme.slack.com/services/BLEGACY|github>",
+            "ts": "1710500000.000001",
+        },
+        {
+            "type": "message",
+            "subtype": "file_share",
+            "user": "U2",
+            "text": "<@U2> uploaded a file: <https://acme.slack.com/files/U2/F9/plan.txt|Plan>",
+            "ts": "1710500100.000002",
+            "file": {"id": "F9", "name": "plan.txt", "title": "Plan"},
+        },
+        {
+            "type": "message",
+            "subtype": "file_comment",
+            "text": "<@U3> commented on <@U2>'s file <https://acme.slack.com/files/U2/F9|Plan>: "
+            "Move the launch",
+            "ts": "1710500200.000003",
+            "file": {"id": "F9", "name": "plan.txt", "title": "Plan"},
+            "comment": {
+                "id": "Fc1",
+                "created": 1710500190,
+                "timestamp": 1710500190,
+                "user": "U3",
+                "comment": "Move the launch to the 22nd",
+            },
+        },
+    ],
+}
+
+
+def test_bots_are_named_by_what_the_export_says_and_their_words_kept(tmp_path) -> None:
+    export = build_export(tmp_path / "export", LEGACY_BOT_DAYS)
+    users = json.loads((export / "users.json").read_text())
+    users.append(
+        {
+            "id": "U77",
+            "name": "nightly",
+            "is_bot": True,
+            "profile": {"bot_id": "BAPPUSER", "real_name": "Nightly"},
+        }
+    )
+    (export / "users.json").write_text(json.dumps(users))
+    (export / "integration_logs.json").write_text(
+        json.dumps(
+            [
+                {
+                    "user_id": "U1",
+                    "date": "1710500000",
+                    "change_type": "added",
+                    "service_type": "GitHub Notifications",
+                    "channel": "C2",
+                }
+            ]
+        )
+    )
+    found = items(export)
+    docs = {d.source: d for d in docs_of(found)}
+    commit = docs["slack://C1/1710590000.000100"]
+    assert commit.author == "github"  # named by the bot_add, read ahead of its channel
+    assert json.loads(commit.metadata)["integration"] == "GitHub Notifications"
+    assert commit.text == (
+        "[api:main] 1 new commit by ana:\n"
+        "ab12 (https://git.example/c/ab12): Fix the rounding of invoice totals\n"
+        "Build: passed\n"
+        "CI run 812 passed in 4m\n"
+        "same"
+    )
+    assert docs["slack://C1/1710590100.000200"].author == "BNONAME"
+    bot_notices = [i for i in found if isinstance(i, Notice) and "BNONAME" in i.message]
+    assert len(bot_notices) == 1 and "named nowhere" in bot_notices[0].message
+    report = docs["slack://C1/1710590300.000400"]
+    assert report.author == "Nightly"  # a bot user of users.json, by its profile's bot_id
+    assert report.text == "Nightly report\n3 failures in #pricing\n*Owner:* @Ana López"
+    rich = docs["slack://C1/1710590400.000500"]
+    assert rich.text == "ask @Ana López about this (https://x.example)"
+    shared = docs["slack://C2/1710500100.000002"]
+    assert shared.text.endswith("[file: Plan]") and json.loads(shared.metadata)["files"] == [
+        "plan.txt"
+    ]
+    comment = docs["slack://C2/1710500200.000003"]
+    assert (comment.author, comment.date.text) == ("cy", "2024-03-15T10:56:30+00:00")
+    assert comment.text == "Move the launch to the 22nd\n[comment on file: Plan]"
+    assert json.loads(comment.metadata)["comment"] == "Fc1"
+    assert json.loads(comment.metadata)["user"] == "U3"
+    skipped = [i.reason for i in found if isinstance(i, Skipped)]
+    assert skipped.count("bot_add") == 1 and "file_comment" not in skipped
+
+
+def test_a_bot_post_is_found_by_its_commit_message(tmp_path) -> None:
+    export = build_export(tmp_path / "export", LEGACY_BOT_DAYS)
+    with Memory(tmp_path / "m.db", embedder=KeywordEmbedder(["rounding"])) as memory:
+        run_import(memory, get("slack"), export)
+        hits = memory.search("rounding of invoice totals")
+        assert hits[0].record.source == "slack://C1/1710590000.000100"
+        assert hits[0].record.author == "github"

@@ -1,13 +1,16 @@
 """The Slack importer: a workspace export (``users.json``, ``channels.json`` and one folder of
 daily JSON files per channel), as a ``.zip`` or unpacked, into one document per message.
 
-- author: the user's real name from ``users.json`` (else display name, else user name; bots by
-  their bot name);
+- author: the user's real name from ``users.json`` (else display name, else user name); a bot
+  by the name the export gives it: the message's ``username`` or ``bot_profile``, a bot user
+  of ``users.json``, else the ``bot_add`` message that added it (and ``integration_logs.json``);
+  a file comment by the comment's writer;
 - date: the message ``ts``, a UTC datetime to the microsecond;
 - thread: a reply and its parent share ``slack://CHANNEL_ID/THREAD_TS``; a message outside a
   thread belongs to its channel-day, ``slack://CHANNEL_ID/YYYY-MM-DD``;
-- text: mentions and channel links resolved to names, ``<url|label>`` unescaped, titles of
-  files and attachments appended;
+- text: mentions and channel links resolved to names, ``<url|label>`` unescaped; then the
+  words of attachments (pretext, text, fields: where bots put commit messages and CI
+  results), of blocks the text does not already hold, and the titles of files;
 - tags: the channel name; source: ``slack://CHANNEL_ID/TS``, stable across exports.
 
 Join/leave and other system messages are skipped and counted by subtype. An export holds each
@@ -40,12 +43,22 @@ from mempp.records import Document
 
 # Subtypes that carry what someone wrote; every other subtype is a system event.
 KEPT_SUBTYPES = frozenset(
-    {None, "bot_message", "me_message", "file_share", "thread_broadcast", "reply_broadcast"}
+    {
+        None,
+        "bot_message",
+        "me_message",
+        "file_share",
+        "file_comment",
+        "thread_broadcast",
+        "reply_broadcast",
+    }
 )
 CHANNEL_LISTS = ("channels.json", "groups.json", "mpims.json", "dms.json")
 _DAY_FILE = re.compile(r"^(\d{4}-\d{2}-\d{2})\.json$")
 _TS = re.compile(r"^(\d{1,12})(?:\.(\d{1,6}))?$")
 _TOKEN = re.compile(r"<([^<>\n]*)>")
+# bot_add's text: "added an integration to this channel: <https://x.slack.com/services/B0…|github>"
+_BOT_LINK = re.compile(r"/services/(B[A-Z0-9]+)(?:\|([^<>|]+))?>")
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,6 +130,10 @@ class _Export:
         self.channel_names: dict[str, str] = {}  # by id, for <#C…> links
         self.channels_listed = False
         self.unknown_users: set[str] = set()
+        self.bots: dict[str, str] = {}  # bot id -> name, from users.json's bot users
+        self.added_bots: dict[str, str] | None = None  # from bot_add messages, read on demand
+        self.services: dict[str, str] = {}  # bot id -> integration_logs.json's service name
+        self.unknown_bots: set[str] = set()
 
     def where(self, name: str) -> str:
         return f"{self.tree.label}:{self.root}{name}"
@@ -187,6 +204,10 @@ class _Export:
                     name = _person(user)
                     if name:
                         self.users[user["id"]] = name
+                        profile = user.get("profile")
+                        bot_id = profile.get("bot_id") if isinstance(profile, dict) else None
+                        if isinstance(bot_id, str) and bot_id:
+                            self.bots[bot_id] = name
 
     def _load_channels(self) -> Iterator[Item]:
         for list_name in CHANNEL_LISTS:
@@ -237,8 +258,13 @@ class _Export:
         if when is None:
             yield ItemError(location, "message without a valid ts" if ts else "message without ts")
             return
+        comment = message.get("comment") if subtype == "file_comment" else None
+        if isinstance(comment, dict):
+            # The comment's own writer and moment: the message only announces it.
+            message = {**message, "user": comment.get("user") or message.get("user")}
+            when = _moment(str(comment.get("timestamp", ""))) or when
         author = yield from self._author(message, location)
-        text = self._text(message)
+        text = self._text(message, comment if isinstance(comment, dict) else None)
         thread_ts = message.get("thread_ts")
         thread_key = thread_ts if isinstance(thread_ts, str) and _moment(thread_ts) else day
         try:
@@ -249,25 +275,30 @@ class _Export:
                 tags=[channel.name],
                 source=f"slack://{channel.id}/{ts}",
                 thread=f"slack://{channel.id}/{thread_key}",
-                metadata=_metadata(message, channel),
+                metadata=self._metadata(message, channel),
             )
         except MemppError as exc:
             yield ItemError(location, str(exc))
 
     def _author(self, message: dict[str, Any], location: str) -> Iterator[Item]:
-        """The author's name; yields a notice the first time a user id cannot be named."""
+        """The author's name; yields a notice the first time a user or bot id cannot be
+        named."""
         user = message.get("user")
-        if message.get("subtype") == "bot_message" or (not user and message.get("bot_id")):
-            profile = message.get("bot_profile")
-            for candidate in (
-                message.get("username"),
-                profile.get("name") if isinstance(profile, dict) else None,
-                self.users.get(user) if isinstance(user, str) else None,
-                message.get("bot_id"),
-            ):
-                if isinstance(candidate, str) and candidate.strip():
-                    return candidate.strip()
-            return None
+        bot_id = message.get("bot_id")
+        if message.get("subtype") == "bot_message" or (not user and bot_id):
+            named = self._bot_name(message)
+            if named:
+                return named
+            if not isinstance(bot_id, str) or not bot_id:
+                return None
+            if bot_id not in self.unknown_bots:
+                self.unknown_bots.add(bot_id)
+                yield Notice(
+                    location,
+                    f"bot {bot_id} is named nowhere in the export (no username, bot_profile, "
+                    "bot user in users.json or bot_add message); kept as the bot id",
+                )
+            return bot_id
         if not isinstance(user, str) or not user:
             return None
         if user in self.users:
@@ -285,28 +316,137 @@ class _Export:
             self.users[user] = named
         return named or user
 
-    def _text(self, message: dict[str, Any]) -> str:
-        text = message.get("text")
-        body = self._resolve(text) if isinstance(text, str) else ""
-        lines = [body] if body.strip() else []
-        for kind, key in (("file", "files"), ("attachment", "attachments")):
-            entries = message.get(key)
-            if not isinstance(entries, list):
-                continue
-            for entry in entries:
+    def _bot_name(self, message: dict[str, Any]) -> str | None:
+        """A bot's name from the message itself, else from what the export says of its id."""
+        profile = message.get("bot_profile")
+        user = message.get("user")
+        for candidate in (
+            message.get("username"),
+            profile.get("name") if isinstance(profile, dict) else None,
+            self.users.get(user) if isinstance(user, str) else None,
+        ):
+            if isinstance(candidate, str) and candidate.strip():
+                return candidate.strip()
+        bot_id = message.get("bot_id")
+        if not isinstance(bot_id, str) or not bot_id:
+            return None
+        if bot_id in self.bots:
+            return self.bots[bot_id]
+        if self.added_bots is None:
+            self.added_bots = self._read_bot_adds()
+        return self.added_bots.get(bot_id) or self.services.get(bot_id)
+
+    def _read_bot_adds(self) -> dict[str, str]:
+        """Bot id -> name from every ``bot_add`` message of the export (the link it holds
+        names the bot) and the matching entry of ``integration_logs.json`` (same channel,
+        same second). Read once, and only when a bot is named nowhere else: older exports'
+        bot posts carry no name of their own, and the bot may be added in another channel
+        than the one it posts in, so the whole export is looked through."""
+        logged: dict[tuple[str, int], str] = {}
+        if "integration_logs.json" in self.names:
+            data, _ = self._json("integration_logs.json")  # a broken log only loses names
+            for entry in data if isinstance(data, list) else ():
                 if not isinstance(entry, dict):
                     continue
-                title = next(
-                    (
-                        entry[k].strip()
-                        for k in ("title", "name", "fallback")
-                        if isinstance(entry.get(k), str) and entry[k].strip()
-                    ),
-                    None,
+                service = entry.get("service_type") or entry.get("app_type")
+                if not isinstance(service, str) or not service.strip():
+                    continue
+                if isinstance(entry.get("bot_id"), str):
+                    self.services[entry["bot_id"]] = service.strip()
+                if isinstance(entry.get("channel"), str) and str(entry.get("date", "")).isdigit():
+                    logged[(entry["channel"], int(entry["date"]))] = service.strip()
+        found: dict[str, str] = {}
+        for name in self.names:
+            folder, _, file = name.partition("/")
+            if not _DAY_FILE.match(file) or folder not in self.channels:
+                continue
+            try:
+                raw = self.tree.read(self.root + name)
+            except MemberError:
+                continue  # reported when the day itself is read
+            if b'"bot_add"' not in raw:
+                continue
+            try:
+                messages = json.loads(raw.decode("utf-8-sig"))
+            except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
+                continue
+            for message in messages if isinstance(messages, list) else ():
+                if not isinstance(message, dict) or message.get("subtype") != "bot_add":
+                    continue
+                text = message.get("text") if isinstance(message.get("text"), str) else ""
+                link = _BOT_LINK.search(text)
+                bot_id = message.get("bot_id") or (link.group(1) if link else None)
+                if not isinstance(bot_id, str):
+                    continue
+                moment = _moment(message.get("ts"))
+                service = (
+                    logged.get((self.channels[folder].id, int(moment.timestamp())))
+                    if moment is not None
+                    else None
                 )
-                if title:
-                    lines.append(f"[{kind}: {self._resolve(title)}]")
+                if service is not None:
+                    self.services.setdefault(bot_id, service)
+                label = link.group(2).strip() if link and link.group(2) else None
+                if label or service:
+                    found.setdefault(bot_id, label or service or "")
+        return found
+
+    def _text(self, message: dict[str, Any], comment: dict[str, Any] | None = None) -> str:
+        if comment is not None and isinstance(comment.get("comment"), str):
+            text: object = comment["comment"]
+        else:
+            text = message.get("text")
+        body = self._resolve(text) if isinstance(text, str) else ""
+        lines = [body] if body.strip() else []
+        said = {" ".join(body.split())}
+        blocks = message.get("blocks")
+        if isinstance(blocks, list):
+            for block in blocks:
+                # rich_text is what ``text`` says, formatted: only read when the text is empty.
+                if isinstance(block, dict) and (block.get("type") != "rich_text" or not body):
+                    self._add(lines, said, _block_text(block, self._resolve, self.users))
+        for entry in _entries(message, "files", "file"):
+            title = _first(entry, "title", "name")
+            if title:
+                verb = "comment on file" if comment is not None else "file"
+                lines.append(f"[{verb}: {self._resolve(title)}]")
+        for entry in _entries(message, "attachments"):
+            self._attachment(entry, lines, said)
         return "\n".join(lines)
+
+    def _attachment(self, entry: dict[str, Any], lines: list[str], said: set[str]) -> None:
+        """An attachment's words: a header line with its title, then its pretext, text and
+        fields (a bot's commit message, a CI result, an unfurled page); its fallback only
+        when it has none of them (the fallback is a plain-text summary of the rest)."""
+        title = _first(entry, "title") or _first(entry, "author_name", "service_name")
+        if title:
+            lines.append(f"[attachment: {self._resolve(title)}]")
+        own = len(lines)
+        for key in ("pretext", "text"):
+            if isinstance(entry.get(key), str):
+                self._add(lines, said, self._resolve(entry[key]))
+        for field in entry.get("fields") if isinstance(entry.get("fields"), list) else ():
+            if isinstance(field, dict):
+                name, value = _first(field, "title"), _first(field, "value")
+                if value:
+                    self._add(lines, said, self._resolve(f"{name}: {value}" if name else value))
+        if len(lines) == own and not title and isinstance(entry.get("fallback"), str):
+            self._add(lines, said, self._resolve(entry["fallback"]))
+
+    @staticmethod
+    def _add(lines: list[str], said: set[str], text: str) -> None:
+        """Append ``text`` unless it is empty or already said (a fallback equal to the text)."""
+        key = " ".join(text.split())
+        if key and key not in said:
+            said.add(key)
+            lines.append(text.strip())
+
+    def _metadata(self, message: dict[str, Any], channel: Channel) -> dict[str, Any]:
+        out = _metadata(message, channel)
+        bot_id = message.get("bot_id")
+        if isinstance(bot_id, str) and bot_id in self.services:
+            out["integration"] = self.services[bot_id]
+        return out
 
     def _resolve(self, text: str) -> str:
         return html.unescape(_TOKEN.sub(self._token, text))
@@ -330,6 +470,56 @@ class _Export:
         return f"{label} ({url})"
 
 
+def _entries(message: dict[str, Any], *keys: str) -> Iterator[dict[str, Any]]:
+    """The objects of a message's list fields (``files``) or single ones (the old ``file``)."""
+    for key in keys:
+        value = message.get(key)
+        for entry in value if isinstance(value, list) else [value]:
+            if isinstance(entry, dict):
+                yield entry
+
+
+def _first(entry: dict[str, Any], *keys: str) -> str | None:
+    for key in keys:
+        value = entry.get(key)
+        if isinstance(value, str) and value.strip():
+            return value.strip()
+    return None
+
+
+def _block_text(block: dict[str, Any], resolve: Any, users: dict[str, str], depth: int = 0) -> str:
+    """The words of a Block Kit block: ``section``/``header``/``context`` text objects and
+    fields, ``rich_text`` elements (text, links, mentions, emoji), nested lists."""
+    if depth > 8:  # blocks nest a few levels; hostile input may nest thousands
+        return ""
+    kind = block.get("type")
+    if kind in ("text", "mrkdwn", "plain_text"):
+        text = block.get("text")
+        return resolve(text) if isinstance(text, str) else ""
+    if kind == "link":
+        url, label = block.get("url"), block.get("text")
+        if isinstance(label, str) and label and isinstance(url, str) and label != url:
+            return f"{label} ({url})"
+        return url if isinstance(url, str) else ""
+    if kind == "user":
+        user = block.get("user_id")
+        return "@" + users.get(user, user) if isinstance(user, str) else ""
+    if kind == "emoji" and isinstance(block.get("name"), str):
+        return f":{block['name']}:"
+    if kind == "broadcast" and isinstance(block.get("range"), str):
+        return "@" + block["range"]
+    parts: list[str] = []
+    for key in ("text", "elements", "fields"):
+        value = block.get(key)
+        for child in value if isinstance(value, list) else [value]:
+            if isinstance(child, dict):
+                parts.append(_block_text(child, resolve, users, depth + 1))
+    joiner = (
+        "" if kind in ("rich_text_section", "rich_text_quote", "rich_text_preformatted") else "\n"
+    )
+    return joiner.join(p for p in parts if p)
+
+
 def _metadata(message: dict[str, Any], channel: Channel) -> dict[str, Any]:
     """The ids a message's text and fields leave out: who, where, which message, edits."""
     out: dict[str, Any] = {"channel": channel.id, "ts": message["ts"]}
@@ -339,11 +529,14 @@ def _metadata(message: dict[str, Any], channel: Channel) -> dict[str, Any]:
     edited = message.get("edited")
     if isinstance(edited, dict) and isinstance(edited.get("ts"), str):
         out["edited"] = edited["ts"]
-    files = message.get("files")
-    if isinstance(files, list):
-        names = [f["name"] for f in files if isinstance(f, dict) and isinstance(f.get("name"), str)]
-        if names:
-            out["files"] = names
+    names = [
+        f["name"] for f in _entries(message, "files", "file") if isinstance(f.get("name"), str)
+    ]
+    if names:
+        out["files"] = names
+    comment = message.get("comment")
+    if isinstance(comment, dict) and isinstance(comment.get("id"), str):
+        out["comment"] = comment["id"]
     return out
 
 
