@@ -71,7 +71,7 @@ def run(
     from tqdm import tqdm
 
     from mempp.importers import get
-    from mempp.importers.base import read_paths, store_items
+    from mempp.importers.base import read_paths, source_rule, store_items
 
     batch_size = args.batch_size
     if batch_size is None:
@@ -98,7 +98,7 @@ def run(
                     memory,
                     items,
                     source=importer.name,
-                    by_source=bool(getattr(importer, "stable_sources", False)),
+                    by_source=source_rule(importer),
                     dry_run=args.dry_run,
                     batch_size=batch_size,
                     on_item=tell,
