@@ -29,7 +29,7 @@ BULK_BATCH = 2000
 
 
 def add_parser(commands: Any) -> None:
-    """Register ``ingest`` and ``import`` on an argparse subparsers object."""
+    """Register ``ingest``, ``import`` and ``watch`` on an argparse subparsers object."""
     ingest = commands.add_parser(
         "ingest", help="store documents from JSONL files, Markdown/text files and folders"
     )
@@ -45,6 +45,9 @@ def add_parser(commands: Any) -> None:
     imports.add_argument("source", metavar="SOURCE", help="slack, mail, folder, or installed")
     imports.add_argument("paths", nargs="+", metavar="PATH")
     _common(imports)
+    from mempp.importers.watch import add_parser as add_watch_parser
+
+    add_watch_parser(commands)
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
