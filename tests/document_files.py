@@ -12,8 +12,11 @@ from xml.sax.saxutils import escape
 W = "http://schemas.openxmlformats.org/wordprocessingml/2006/main"
 
 
-def make_pdf(path: Path, pages: list[str], info: dict[str, str] | None = None) -> Path:
-    """A PDF of one line of Helvetica per page (``pages``), with an Info dictionary."""
+def make_pdf(
+    path: Path, pages: list[str], info: dict[str, str] | None = None, xmp: str | None = None
+) -> Path:
+    """A PDF of one line of Helvetica per page (``pages``; an empty one has no text), with
+    an Info dictionary and an XMP packet (``xmp``: the rdf:Description's inner XML)."""
 
     def literal(text: str) -> str:
         return "(" + text.replace("\\", "\\\\").replace("(", "\\(").replace(")", "\\)") + ")"
@@ -29,9 +32,25 @@ def make_pdf(path: Path, pages: list[str], info: dict[str, str] | None = None) -
             f"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents {5 + 2 * i} 0 R "
             "/Resources << /Font << /F1 3 0 R >> >> >>"
         )
-        stream = f"BT /F1 12 Tf 72 720 Td {literal(text)} Tj ET".encode("latin-1")
+        stream = f"BT /F1 12 Tf 72 720 Td {literal(text)} Tj ET".encode("latin-1") if text else b""
         objects.append(page.encode())
         objects.append(b"<< /Length %d >>\nstream\n" % len(stream) + stream + b"\nendstream")
+    if xmp is not None:
+        packet = (
+            '<?xpacket begin="" id="W5M0MpCehiHzreSzNTczkc9d"?>'
+            '<x:xmpmeta xmlns:x="adobe:ns:meta/"><rdf:RDF '
+            'xmlns:rdf="http://www.w3.org/1999/02/22-rdf-syntax-ns#">'
+            '<rdf:Description rdf:about="" xmlns:dc="http://purl.org/dc/elements/1.1/" '
+            'xmlns:xmp="http://ns.adobe.com/xap/1.0/">'
+            f"{xmp}</rdf:Description></rdf:RDF></x:xmpmeta>"
+            '<?xpacket end="w"?>'
+        ).encode()
+        objects.append(
+            b"<< /Type /Metadata /Subtype /XML /Length %d >>\nstream\n" % len(packet)
+            + packet
+            + b"\nendstream"
+        )
+        objects[0] = f"<< /Type /Catalog /Pages 2 0 R /Metadata {len(objects)} 0 R >>".encode()
     info_ref = ""
     if info:
         entries = " ".join(f"/{key} {literal(value)}" for key, value in info.items())
@@ -152,4 +171,46 @@ def make_epub(path: Path, chapters: list[str], *, creator: str, modified: str) -
                 '<html xmlns="http://www.w3.org/1999/xhtml"><head><title>c</title></head>'
                 f"<body><p>{escape(text)}</p></body></html>",
             )
+    return path
+
+
+def make_odt(
+    path: Path,
+    paragraphs: list[str],
+    *,
+    creator: str,
+    date: str,
+    note: tuple[str, str, str] | None = None,
+) -> Path:
+    """An OpenDocument text: ``paragraphs``, ``meta.xml`` with ``creator`` and ``date``, and
+    ``note`` (author, date, text) as an annotation inside the first paragraph."""
+    office = "urn:oasis:names:tc:opendocument:xmlns:office:1.0"
+    text_ns = "urn:oasis:names:tc:opendocument:xmlns:text:1.0"
+    dc = "http://purl.org/dc/elements/1.1/"
+    meta_ns = "urn:oasis:names:tc:opendocument:xmlns:meta:1.0"
+    body = []
+    for number, para in enumerate(paragraphs):
+        inner = escape(para)
+        if number == 0 and note is not None:
+            author, when, said = note
+            inner += (
+                f"<office:annotation><dc:creator>{escape(author)}</dc:creator>"
+                f"<dc:date>{when}</dc:date><text:p>{escape(said)}</text:p></office:annotation>"
+            )
+        body.append(f"<text:p>{inner}</text:p>")
+    content = (
+        f'<office:document-content xmlns:office="{office}" xmlns:text="{text_ns}" '
+        f'xmlns:dc="{dc}"><office:body><office:text>{"".join(body)}'
+        "</office:text></office:body></office:document-content>"
+    )
+    meta = (
+        f'<office:document-meta xmlns:office="{office}" xmlns:dc="{dc}" xmlns:meta="{meta_ns}">'
+        f"<office:meta><meta:initial-creator>{escape(creator)}</meta:initial-creator>"
+        f"<dc:creator>{escape(creator)}</dc:creator><dc:date>{date}</dc:date>"
+        "</office:meta></office:document-meta>"
+    )
+    with zipfile.ZipFile(path, "w") as archive:
+        archive.writestr("mimetype", "application/vnd.oasis.opendocument.text")
+        archive.writestr("content.xml", content)
+        archive.writestr("meta.xml", meta)
     return path

@@ -51,6 +51,9 @@ MAX_BYTES = 256 << 20  # one file: past this it is refused, not read
 MAX_CHARS = 8_000_000  # one record's text (about 4,000 pages)
 _VERSION = re.compile(r"#sha256=[0-9a-f]{16}$")
 _NAME_DATE = re.compile(r"^(\d{4}-\d{2}-\d{2})(?=$|[\s_.-])")
+_FILE_NAME = re.compile(r"\.(?:pdf|docx?|pptx?|xlsx?|od[tsp]|rtf|html?|txt|indd|qxd)$", re.I)
+_OFFICE_PREFIX = re.compile(r"^microsoft (?:word|powerpoint|excel) - ", re.I)
+_SLIDE = re.compile(r"^(?:slide|folie|diapositive)\s*\d+$", re.I)
 _SURROGATE = re.compile("[\ud800-\udfff]")
 _VERBS = {"insertion": "Inserted", "deletion": "Deleted", "move": "Moved"}
 
@@ -157,12 +160,18 @@ def _record(
     if extracted.created is not None:
         meta["created"] = extracted.created.isoformat()
         meta["created_from"] = extracted.created_from
+    text = _tidy(extracted.text)
     if extracted.title:
         meta["title"] = extracted.title
+        if _is_title(extracted.title, path) and not text.startswith(extracted.title):
+            # The record's title is its first line: a page's "Jump to content" or a
+            # magazine's running header is not one, the file's own title is.
+            text = f"{extracted.title}\n\n{text}"
+            meta["title_line"] = "the file's own title, put first"
     for key, value in extracted.meta.items():
         meta.setdefault(key, value)
     return Document.create(
-        _tidy(extracted.text),
+        text,
         author=extracted.author,
         date=when,
         tags=[kind],
@@ -204,6 +213,19 @@ def _annotation(
         thread=location,
         metadata=meta,
     )
+
+
+def _is_title(title: str, path: Path) -> bool:
+    """Is a metadata title a title, not what tools leave there: a file name ("Binder1.pdf",
+    "Microsoft Word - plan.docx", the file's own stem), "Slide 1", a lone "."?"""
+    words = title.strip()
+    if len(words) < 3 or not any(c.isalpha() for c in words) or "\n" in words:
+        return False
+    if _FILE_NAME.search(words) or _OFFICE_PREFIX.match(words):
+        return False
+    if _SLIDE.match(words) or words.lower() in ("untitled", "title", "document"):
+        return False
+    return words.lower() != path.stem.lower()
 
 
 def _name_date(name: str) -> date | None:
