@@ -229,8 +229,9 @@ class Package:
             self._tree = ZipTree(path, MAX_UNPACKED, MAX_PART)
         except zipfile.BadZipFile:
             raise Unreadable(f"not a zip file, so not a {kind} (damaged, or misnamed)") from None
-        except InvalidInput as exc:
-            raise Unreadable(_first(exc).removeprefix(self._label)) from None
+        except InvalidInput as exc:  # an export's advice (unpack it) does not fit a document
+            message = _first(exc).removeprefix(self._label).split("; if it is genuine")[0]
+            raise Unreadable(message) from None
         except (OSError, zipfile.LargeZipFile) as exc:
             raise Unreadable(_first(exc)) from None
         self._names = set(self._tree.names())
