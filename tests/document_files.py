@@ -214,3 +214,62 @@ def make_odt(
         archive.writestr("content.xml", content)
         archive.writestr("meta.xml", meta)
     return path
+
+
+P = "http://schemas.openxmlformats.org/presentationml/2006/main"
+A = "http://schemas.openxmlformats.org/drawingml/2006/main"
+R = "http://schemas.openxmlformats.org/officeDocument/2006/relationships"
+P188 = "http://schemas.microsoft.com/office/powerpoint/2018/8/main"
+
+
+def make_pptx(
+    path: Path, slide_text: str, comment: tuple[str, str, str], reply: tuple[str, str, str]
+) -> Path:
+    """A one-slide deck with a modern comment (PowerPoint 365: ``authors.xml``,
+    ``modernComment_*.xml``) and a reply to it, each (author, UTC date, text)."""
+
+    def body(text: str) -> str:
+        return (
+            f"<p188:txBody><a:bodyPr/><a:p><a:r><a:t>{escape(text)}</a:t></a:r></a:p></p188:txBody>"
+        )
+
+    rel = "http://schemas.openxmlformats.org/package/2006/relationships"
+    presentation = (
+        f'<p:presentation xmlns:p="{P}" xmlns:r="{R}"><p:sldIdLst>'
+        '<p:sldId id="256" r:id="rId2"/></p:sldIdLst></p:presentation>'
+    )
+    slide = (
+        f'<p:sld xmlns:p="{P}" xmlns:a="{A}"><p:cSld><p:spTree><p:sp><p:txBody><a:bodyPr/>'
+        f"<a:p><a:r><a:t>{escape(slide_text)}</a:t></a:r></a:p>"
+        '<a:p><a:fld type="slidenum"><a:t>1</a:t></a:fld></a:p></p:txBody></p:sp>'
+        "</p:spTree></p:cSld></p:sld>"
+    )
+    authors = (
+        f'<p188:authorLst xmlns:p188="{P188}">'
+        f'<p188:author id="{{A1}}" name="{escape(comment[0])}" initials="X" userId="x"/>'
+        f'<p188:author id="{{A2}}" name="{escape(reply[0])}" initials="Y" userId="y"/>'
+        "</p188:authorLst>"
+    )
+    comments = (
+        f'<p188:cmLst xmlns:p188="{P188}" xmlns:a="{A}">'
+        f'<p188:cm id="{{C1}}" authorId="{{A1}}" created="{comment[1]}">{body(comment[2])}'
+        f'<p188:replyLst><p188:reply id="{{R1}}" authorId="{{A2}}" created="{reply[1]}">'
+        f"{body(reply[2])}</p188:reply></p188:replyLst></p188:cm></p188:cmLst>"
+    )
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("ppt/presentation.xml", presentation)
+        archive.writestr(
+            "ppt/_rels/presentation.xml.rels",
+            f'<Relationships xmlns="{rel}"><Relationship Id="rId2" Type="{R}/slide" '
+            'Target="slides/slide1.xml"/></Relationships>',
+        )
+        archive.writestr("ppt/slides/slide1.xml", slide)
+        archive.writestr(
+            "ppt/slides/_rels/slide1.xml.rels",
+            f'<Relationships xmlns="{rel}"><Relationship Id="rId1" '
+            'Type="http://schemas.microsoft.com/office/2018/10/relationships/comments" '
+            'Target="../comments/modernComment_100_1.xml"/></Relationships>',
+        )
+        archive.writestr("ppt/comments/modernComment_100_1.xml", comments)
+        archive.writestr("ppt/authors.xml", authors)
+    return path

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from document_files import make_docx, make_epub, make_html, make_odt, make_pdf
+from document_files import make_docx, make_epub, make_html, make_odt, make_pdf, make_pptx
 from mempp import Document, Memory
 from mempp.cli.main import main
 from mempp.importers import ItemError, Notice, Skipped, get, run_import
@@ -445,3 +445,20 @@ def test_sheet_notes_and_odf_annotations_are_records_by_their_writer(tmp_path) -
     [comment] = found[1:]
     assert comment.author == "Eli" and comment.date.text == "2024-02-03T11:00:00+00:00"
     assert "Minutes of the board." in comment.text and comment.thread == found[0].thread
+
+
+def test_modern_slide_comments_and_their_replies_are_each_a_record(tmp_path) -> None:
+    deck = make_pptx(
+        tmp_path / "d.pptx",
+        "Quarterly review",
+        ("Fay Ng", "2024-06-01T08:00:00.120Z", "Add the churn figure."),
+        ("Gus Ode", "2024-06-02T09:30:00Z", "Added on slide 2."),
+    )
+    found = docs(items(deck))
+    assert found[0].text == "Quarterly review"  # the slide-number field left out
+    comment, reply = found[1:]
+    assert (comment.author, comment.date.text) == ("Fay Ng", "2024-06-01T08:00:00.120000+00:00")
+    assert comment.text.startswith("Add the churn figure.\n\nComment on “slide 1”")
+    assert (reply.author, reply.date.text) == ("Gus Ode", "2024-06-02T09:30:00+00:00")
+    assert reply.text.startswith("Added on slide 2.") and "churn" not in reply.text
+    assert "date_zone" not in comment.meta  # a modern comment's date is UTC

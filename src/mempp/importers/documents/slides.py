@@ -87,29 +87,45 @@ def _authors(package: Package) -> dict[str, str]:
 
 
 def _comments(root: etree._Element, authors: dict[str, str], slide: int) -> list[Annotation]:
-    found = []
+    """A slide's comments; a modern comment's replies (``replyLst``) are comments of their
+    own, each by its writer."""
+    found: list[Annotation] = []
     for node in root:
         if local(node.tag) != "cm":
             continue
-        text = "\n".join(
-            "".join(t.itertext()).strip() for t in node.iter() if local(t.tag) in ("text", "txBody")
-        ).strip()
-        if not text:
-            continue
-        date, note = _date(node)
-        key = attr(node, "idx") or attr(node, "id") or str(len(found) + 1)
-        found.append(
-            Annotation(
-                kind="comment",
-                text=text,
-                author=authors.get(attr(node, "authorId") or ""),
-                date=date,
-                key=f"slide-{slide}-comment-{attr(node, 'authorId') or ''}-{key}",
-                anchor=f"slide {slide}",
-                date_note=note,
-            )
-        )
+        _comment(node, authors, slide, found)
+        for replies in node:
+            if local(replies.tag) == "replyLst":
+                for reply in replies:
+                    if local(reply.tag) == "reply":
+                        _comment(reply, authors, slide, found)
     return found
+
+
+def _comment(
+    node: etree._Element, authors: dict[str, str], slide: int, found: list[Annotation]
+) -> None:
+    # Its own text only: a legacy comment's <p:text>, a modern one's <p188:txBody>.
+    text = "\n".join(
+        "\n".join(drawing_text(part)) if local(part.tag) == "txBody" else "".join(part.itertext())
+        for part in node
+        if local(part.tag) in ("text", "txBody")
+    ).strip()
+    if not text:
+        return
+    date, note = _date(node)
+    key = attr(node, "idx") or attr(node, "id") or str(len(found) + 1)
+    found.append(
+        Annotation(
+            kind="comment",
+            text=text,
+            author=authors.get(attr(node, "authorId") or ""),
+            date=date,
+            key=f"slide-{slide}-comment-{attr(node, 'authorId') or ''}-{key}",
+            anchor=f"slide {slide}",
+            date_note=note,
+        )
+    )
 
 
 def _date(node: etree._Element) -> tuple[datetime | None, str | None]:
