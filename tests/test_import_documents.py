@@ -462,3 +462,25 @@ def test_modern_slide_comments_and_their_replies_are_each_a_record(tmp_path) -> 
     assert (reply.author, reply.date.text) == ("Gus Ode", "2024-06-02T09:30:00+00:00")
     assert reply.text.startswith("Added on slide 2.") and "churn" not in reply.text
     assert "date_zone" not in comment.meta  # a modern comment's date is UTC
+
+
+def test_a_word_text_box_is_read_once(tmp_path) -> None:
+    """A text box is written twice (DrawingML for new readers, VML for old): read once."""
+    from document_files import W
+
+    box = "<w:txbxContent><w:p><w:r><w:t>Boxed figure: 42</w:t></w:r></w:p></w:txbxContent>"
+    run = (
+        '<w:r><mc:AlternateContent xmlns:mc="http://schemas.openxmlformats.org/markup-'
+        'compatibility/2006"><mc:Choice Requires="wps"><w:drawing><wps:txbx xmlns:wps="x">'
+        f"{box}</wps:txbx></w:drawing></mc:Choice><mc:Fallback><w:pict><v:textbox "
+        f'xmlns:v="urn:schemas-microsoft-com:vml">{box}</v:textbox></w:pict></mc:Fallback>'
+        "</mc:AlternateContent></w:r>"
+    )
+    path = tmp_path / "box.docx"
+    with zipfile.ZipFile(path, "w") as archive:
+        archive.writestr(
+            "word/document.xml",
+            f'<w:document xmlns:w="{W}"><w:body><w:p><w:r><w:t>Before</w:t></w:r>{run}</w:p>'
+            "<w:p><w:r><w:t>After</w:t></w:r></w:p></w:body></w:document>",
+        )
+    assert only(items(path)).text == "Before\nBoxed figure: 42\nAfter"

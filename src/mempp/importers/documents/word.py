@@ -137,6 +137,19 @@ class _Walker:
                     self._runs(choice, out)
             elif name in ("r", "hyperlink", "smartTag", "sdt", "sdtContent", "fldSimple"):
                 self._runs(node, out)
+            elif name in ("drawing", "pict", "object"):
+                self._boxes(node, out)
+
+    def _boxes(self, node: etree._Element, out: list[str]) -> None:
+        """A text box's paragraphs, on lines of their own where the box is anchored."""
+        for box in node.iter():
+            if local(box.tag) == "txbxContent":
+                inner = _Walker()
+                inner._open, inner.anchors, inner.changes = self._open, self.anchors, self.changes
+                inner.block(box)
+                text = "\n".join(line for line in inner.lines if line.strip())
+                if text:
+                    out.append("\n" + text + "\n")
 
     def _change(self, node: etree._Element, kind: str | None, out: list[str]) -> None:
         """A tracked insertion or move stays in the text; a deletion's text and a move's
