@@ -484,3 +484,11 @@ def test_a_word_text_box_is_read_once(tmp_path) -> None:
             "<w:p><w:r><w:t>After</w:t></w:r></w:p></w:body></w:document>",
         )
     assert only(items(path)).text == "Before\nBoxed figure: 42\nAfter"
+
+
+def test_an_author_longer_than_a_label_is_cut_and_kept_whole(tmp_path) -> None:
+    many = ", ".join(f"Author Number {i}" for i in range(100))  # 1,790 bytes
+    book = make_epub(tmp_path / "b.epub", ["Text."], creator=many, modified="2021-01-01")
+    doc = only(items(book))
+    assert len(doc.author.encode()) <= 1000 and doc.author.endswith("Number 54 …")
+    assert doc.meta["author_full"] == many

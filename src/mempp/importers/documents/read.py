@@ -32,6 +32,7 @@ from mempp.importers.documents.common import (
     Unreadable,
 )
 from mempp.records import Document
+from mempp.validate import MAX_LABEL_BYTES
 
 # suffix -> (format name, reader)
 FORMATS = {
@@ -172,7 +173,7 @@ def _record(
         meta.setdefault(key, value)
     return Document.create(
         text,
-        author=extracted.author,
+        author=_fit(extracted.author, meta),
         date=when,
         tags=[kind],
         source=version_source(location, digest),
@@ -206,13 +207,24 @@ def _annotation(
         meta["date_zone"] = note.date_note
     return Document.create(
         text,
-        author=note.author,
+        author=_fit(note.author, meta),
         date=note.date if note.date is not None else (record.date.text if record.date else None),
         tags=tags,
         source=f"{location}#{note.key}",
         thread=location,
         metadata=meta,
     )
+
+
+def _fit(author: str | None, meta: dict[str, Any]) -> str | None:
+    """An author the store can hold (``MAX_LABEL_BYTES``): a longer one (a book's fifty
+    creators) is cut at a comma or space, kept whole in ``author_full``."""
+    if author is None or len(author.encode("utf-8")) <= MAX_LABEL_BYTES:
+        return author
+    meta["author_full"] = author
+    cut = author.encode("utf-8")[: MAX_LABEL_BYTES - 4].decode("utf-8", "ignore")
+    end = cut.rfind(",") if "," in cut else cut.rfind(" ")
+    return cut[: max(end, 1)].rstrip(", ") + " …"
 
 
 def _is_title(title: str, path: Path) -> bool:
