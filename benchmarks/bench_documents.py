@@ -53,6 +53,72 @@ def generate(folder: Path, count: int) -> None:
             make_pdf(folder / f"n{i:05d}.pdf", [text[:90]], info)
 
 
+def make_large_pdf(path: Path, megabytes: int, pages: int = 200) -> Path:
+    """A real PDF of ``megabytes``: ``pages`` pages of text, each with a large image stream
+    attached (1 MiB of bytes per MiB asked, spread over the pages), as scanned books are."""
+    make_pdf(path, [f"Page {i} of a large report" for i in range(pages)])
+    data = path.read_bytes()
+    # Append the image objects as an incremental update's unused objects: the file is
+    # valid, every byte is on disk, and a reader that loaded it whole would hold them all.
+    start = data.rfind(b"trailer")
+    size = int(data[start:].split(b"/Size ")[1].split()[0])
+    chunk = (megabytes << 20) // pages
+    blob = bytes(range(256)) * (chunk // 256)
+    with path.open("ab") as out:
+        offsets = []
+        position = len(data)
+        for number in range(size, size + pages):
+            offsets.append(position)
+            head = b"%d 0 obj\n<< /Type /XObject /Subtype /Image /Width 1 /Height 1 " % number
+            head += b"/BitsPerComponent 8 /ColorSpace /DeviceGray /Length %d >>\nstream\n" % len(
+                blob
+            )
+            piece = head + blob + b"\nendstream\nendobj\n"
+            out.write(piece)
+            position += len(piece)
+        xref = position
+        out.write(b"xref\n%d %d\n" % (size, pages))
+        for offset in offsets:
+            out.write(b"%010d 00000 n \n" % offset)
+        previous = int(data[data.rfind(b"startxref") :].split()[1])
+        out.write(
+            b"trailer\n<< /Size %d /Root 1 0 R /Prev %d >>\nstartxref\n%d\n%%%%EOF\n"
+            % (size + pages, previous, xref)
+        )
+    return path
+
+
+PEAK = """
+import resource, sys, time
+from pathlib import Path
+from mempp.importers.documents import pdf, read
+import pypdfium2, lxml.etree
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+start = time.perf_counter()
+found = list(read.read_document(Path(sys.argv[1]), sys.argv[1]))
+took = time.perf_counter() - start
+after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+print(type(found[0]).__name__, len(getattr(found[0], "text", "")), took, before, after)
+"""
+
+
+def large(megabytes: int) -> None:
+    import subprocess
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = make_large_pdf(Path(tmp) / "large.pdf", megabytes)
+        size = path.stat().st_size >> 20
+        result = subprocess.run(
+            [sys.executable, "-c", PEAK, str(path)], capture_output=True, text=True, check=True
+        )
+        kind, chars, took, before, after = result.stdout.split()
+        print(
+            f"\na {size} MiB PDF (200 pages of text, {size} MiB of images): {kind}, "
+            f"{int(chars):,} characters in {float(took):.1f} s; peak RSS "
+            f"{int(before) >> 10} MiB after imports, {int(after) >> 10} MiB after the read"
+        )
+
+
 def parse(files: list[Path]) -> dict[str, list[float]]:
     """Per format: [files, records, seconds, author from metadata, date from metadata]."""
     out: dict[str, list[float]] = defaultdict(lambda: [0, 0, 0.0, 0, 0])
@@ -132,7 +198,11 @@ def main() -> None:
     parser.add_argument(
         "--encode", type=int, default=300, help="generated files ingested with MiniLM"
     )
+    parser.add_argument("--large-mb", type=int, default=0, help="only read a PDF this large")
     args = parser.parse_args()
+    if args.large_mb:
+        large(args.large_mb)
+        return
     real = real_root()
     if real is not None:
         files = sorted(p for p in real.rglob("*") if p.is_file())

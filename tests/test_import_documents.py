@@ -281,7 +281,9 @@ def test_bad_documents_one_line_each_the_rest_imported_nothing_half_written(
     (folder / "klingon-utf8.html").write_bytes(
         '<html><head><meta charset="x-klingon"></head><body>café ok</body></html>'.encode()
     )
-    with (folder / "huge.pdf").open("wb") as handle:  # sparse: 300 MiB, no disk used
+    with (folder / "huge.pdf").open("wb") as handle:  # sparse: 3 GiB, no disk used
+        handle.truncate(3 << 30)
+    with (folder / "huge.pptx").open("wb") as handle:
         handle.truncate(300 << 20)
     make_pdf(folder / "good.pdf", ["A good page"], {"Author": "Ana", "ModDate": "D:20240312"})
     (folder / "note.md").write_text("A note.\n")
@@ -295,13 +297,17 @@ def test_bad_documents_one_line_each_the_rest_imported_nothing_half_written(
             "bomb.docx",
             "klingon.html",
             "huge.pdf",
+            "huge.pptx",
         }
         assert "encrypted with a password" in reasons["locked.pdf"]
         assert "not a Word document (it has no word/document.xml)" in reasons["notoffice.docx"]
         assert "not a zip file" in reasons["truncated.docx"]
         assert "over the 2 MiB cap" in reasons["bomb.docx"]
         assert "'x-klingon', which is unknown" in reasons["klingon.html"]
-        assert "300 MiB, over the 256 MiB cap" in reasons["huge.pdf"]
+        assert reasons["huge.pdf"] == (
+            "3 GiB, over the 2 GiB cap for one .pdf document: split it to import it"
+        )
+        assert reasons["huge.pptx"].startswith("300 MiB, over the 256 MiB cap for one .pptx")
         assert all("\n" not in reason for reason in reasons.values())
         [warning] = report.notices
         assert warning.location.endswith("klingon-utf8.html") and "read as UTF-8" in warning.message
@@ -492,3 +498,40 @@ def test_an_author_longer_than_a_label_is_cut_and_kept_whole(tmp_path) -> None:
     doc = only(items(book))
     assert len(doc.author.encode()) <= 1000 and doc.author.endswith("Number 54 …")
     assert doc.meta["author_full"] == many
+
+
+LARGE = """
+import resource, sys
+from pathlib import Path
+from mempp.importers.documents import read
+import pypdf, pypdfium2, lxml.etree
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+found = list(read.read_document(Path(sys.argv[1]), sys.argv[1]))
+after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+print(type(found[0]).__name__, (after - before) >> 10)
+"""
+
+
+def test_a_large_pdf_is_read_without_holding_it_in_memory(tmp_path) -> None:
+    """A 64 MiB PDF (text pages, large image streams, no Info: the XMP fallback runs too)
+    read in a process of its own: its peak memory grows by far less than the file."""
+    import subprocess
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    from bench_documents import make_large_pdf
+
+    path = make_large_pdf(tmp_path / "large.pdf", 64, pages=50)
+    assert path.stat().st_size > 64 << 20
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1] / "src")}
+    run = subprocess.run(
+        [sys.executable, "-c", LARGE, str(path)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=True,
+    )
+    kind, grown = run.stdout.split()
+    assert kind == "Document"
+    assert int(grown) < 32, f"peak memory grew by {grown} MiB reading a 64 MiB PDF"

@@ -18,6 +18,7 @@ from typing import Any
 
 from mempp.importers.documents.common import (
     Extracted,
+    MissingLibrary,
     NoText,
     Unreadable,
     clean,
@@ -105,19 +106,22 @@ def _xmp(path: Path, extracted: Extracted) -> None:
     a PDF whose XMP cannot be read keeps what Info gave (it is optional metadata)."""
     try:
         pypdf = need("pypdf", "pypdf")
-        reader = pypdf.PdfReader(str(path))
-        if reader.is_encrypted:
-            reader.decrypt("")
-        xmp = reader.xmp_metadata
-    except Exception:  # any damage in an optional packet leaves the Info we have
-        return
-    if xmp is None:
+    except MissingLibrary as exc:
+        extracted.warnings.append(f"its XMP metadata not read: {exc}")
         return
     try:
-        creators = [c for c in (xmp.dc_creator or []) if clean(c)]
-        modify: datetime | None = xmp.xmp_modify_date
-        create: datetime | None = xmp.xmp_create_date
-    except Exception:  # a malformed packet: as above
+        # An open file, not the path: given a path, pypdf reads the whole file into memory.
+        with path.open("rb") as handle:
+            reader = pypdf.PdfReader(handle)
+            if reader.is_encrypted:
+                reader.decrypt("")
+            xmp = reader.xmp_metadata
+            if xmp is None:
+                return
+            creators = [c for c in (xmp.dc_creator or []) if clean(c)]
+            modify: datetime | None = xmp.xmp_modify_date
+            create: datetime | None = xmp.xmp_create_date
+    except Exception:  # any damage in an optional packet leaves the Info we have
         return
     if extracted.author is None and creators:
         extracted.author, extracted.author_from = ", ".join(creators), "pdf XMP dc:creator"

@@ -48,7 +48,10 @@ FORMATS = {
     ".rtf": ("rtf", rtf.extract),
 }
 SUFFIXES = tuple(FORMATS)
-MAX_BYTES = 256 << 20  # one file: past this it is refused, not read
+# One file: past this it is refused, not read. PDFium reads a PDF from disk as it needs
+# it (a 250 MiB PDF peaks at 62 MiB of memory); a package's XML parts are parsed whole.
+MAX_BYTES = 256 << 20
+MAX_PDF_BYTES = 2 << 30
 MAX_CHARS = 8_000_000  # one record's text (about 4,000 pages)
 _VERSION = re.compile(r"#sha256=[0-9a-f]{16}$")
 _NAME_DATE = re.compile(r"^(\d{4}-\d{2}-\d{2})(?=$|[\s_.-])")
@@ -79,16 +82,19 @@ def file_digest(path: Path) -> str:
 
 
 def read_document(
-    path: Path, location: str, *, max_bytes: int = MAX_BYTES, max_chars: int = MAX_CHARS
+    path: Path, location: str, *, max_bytes: int | None = None, max_chars: int = MAX_CHARS
 ) -> Iterator[Item]:
-    """The items of one document file (``location`` names it in them)."""
+    """The items of one document file (``location`` names it in them). ``max_bytes`` is
+    the size past which it is refused (``MAX_PDF_BYTES`` for a PDF, else ``MAX_BYTES``)."""
     kind, extract = FORMATS[path.suffix.lower()]
+    if max_bytes is None:
+        max_bytes = MAX_PDF_BYTES if kind == "pdf" else MAX_BYTES
     try:
         stat = path.stat()
         if stat.st_size > max_bytes:
             yield ItemError(
                 location,
-                f"{stat.st_size / (1 << 20):,.0f} MiB, over the {max_bytes >> 20} MiB cap for one "
+                f"{_size(stat.st_size)}, over the {_size(max_bytes)} cap for one .{kind} "
                 "document: split it to import it",
             )
             return
@@ -256,6 +262,10 @@ def _tidy(text: str) -> str:
     text = _SURROGATE.sub("\ufffd", text)
     text = re.sub(r"[ \t]+\n", "\n", text)
     return re.sub(r"\n{3,}", "\n\n", text).strip()
+
+
+def _size(size: int) -> str:
+    return f"{size / (1 << 30):.3g} GiB" if size >= 1 << 30 else f"{size / (1 << 20):,.0f} MiB"
 
 
 def _first(exc: BaseException) -> str:
