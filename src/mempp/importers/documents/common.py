@@ -24,10 +24,12 @@ if TYPE_CHECKING:
     from lxml import etree
 
 INSTALL_HINT = "pip install 'mempp[documents]'"
-# What one document's zip may unpack to, in all and per part: far above any real Office
-# file's XML (a 100,000-row sheet is ~40 MiB), far below what would exhaust memory.
+# What one document's zip may unpack to, in all and per XML part parsed whole (a sheet is
+# streamed by openpyxl, bounded by the total): above any real Office file's parts (8
+# million characters of Word text are ~100 MiB of XML), below what a parse tree of it
+# (a few times its size) would take from a shared machine.
 MAX_UNPACKED = 512 * MIB
-MAX_PART = 256 * MIB
+MAX_PART = 128 * MIB
 
 
 class Unreadable(Exception):
