@@ -176,6 +176,8 @@ def test_real_slides_sheets_odf_html_rtf() -> None:
     wiki = only(items(REAL / "html/markitdown/test_wikipedia.html"))
     assert wiki.author is None and wiki.meta["date_from"] == "file modification time"
     assert "Microsoft Corporation" in wiki.text and "<div" not in wiki.text
+    assert wiki.text.startswith("Microsoft - Wikipedia\n\nJump to content\nMain menu")
+    assert "\n " not in wiki.text  # inscriptis's indentation dropped
     rtf = only(items(REAL / "rtf/markitdown/test.rtf"))
     assert rtf.author == "Adam Fourney" and rtf.date.text == "2025-02-09T22:58:00"
     assert rtf.text.startswith("This is a Sample RTF File") and "fonttbl" not in rtf.text
