@@ -74,9 +74,15 @@ def run(args: argparse.Namespace, open_memory: Callable[[argparse.Namespace], Me
     def halt(signum: int, frame: object) -> None:
         stop.set()
 
-    memory = open_memory(args)
-    watcher = Watcher(memory, root, get("folder"), _say)
+    # Installed first: a SIGTERM while the store opens stops the watch before its first scan.
     previous = {sig: signal.signal(sig, halt) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        memory = open_memory(args)
+    except BaseException:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        raise
+    watcher = Watcher(memory, root, get("folder"), _say)
     try:
         _say(f"watching {shown_path(root)} every {args.interval:g} s (SIGTERM or Ctrl-C stops)")
         while not stop.is_set():
