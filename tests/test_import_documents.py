@@ -537,3 +537,38 @@ def test_a_large_pdf_is_read_without_holding_it_in_memory(tmp_path) -> None:
     kind, grown = run.stdout.split()
     assert kind == "Document"
     assert int(grown) < 32, f"peak memory grew by {grown} MiB reading a 64 MiB PDF"
+
+
+def test_odf_tracked_changes_are_records_by_their_writer(tmp_path) -> None:
+    office = "urn:oasis:names:tc:opendocument:xmlns:office:1.0"
+    text = "urn:oasis:names:tc:opendocument:xmlns:text:1.0"
+    dc = "http://purl.org/dc/elements/1.1/"
+
+    def info(who: str, when: str) -> str:
+        return (
+            f"<office:change-info><dc:creator>{who}</dc:creator><dc:date>{when}</dc:date>"
+            "</office:change-info>"
+        )
+
+    content = (
+        f'<office:document-content xmlns:office="{office}" xmlns:text="{text}" '
+        f'xmlns:dc="{dc}"><office:body><office:text><text:tracked-changes>'
+        f'<text:changed-region text:id="ct1"><text:insertion>{info("Hal", "2024-05-01T10:00:00")}'
+        "</text:insertion></text:changed-region>"
+        f'<text:changed-region text:id="ct2"><text:deletion>{info("Ivy", "2024-05-02T11:00:00")}'
+        "<text:p>the old clause</text:p></text:deletion></text:changed-region>"
+        "</text:tracked-changes>"
+        '<text:p>Terms: <text:change-start text:change-id="ct1"/>net 30 days'
+        '<text:change-end text:change-id="ct1"/>.<text:change text:change-id="ct2"/></text:p>'
+        "</office:text></office:body></office:document-content>"
+    )
+    path = tmp_path / "terms.odt"
+    with zipfile.ZipFile(path, "w") as archive:
+        archive.writestr("content.xml", content)
+    found = docs(items(path))
+    assert found[0].text == "Terms: net 30 days."  # the deletion's text is not in it
+    inserted, deleted = found[1:]
+    assert (inserted.author, inserted.date.text) == ("Hal", "2024-05-01T10:00:00+00:00")
+    assert inserted.text.startswith("Inserted: net 30 days\n\nTracked change in terms.odt")
+    assert (deleted.author, deleted.text.split("\n")[0]) == ("Ivy", "Deleted: the old clause")
+    assert deleted.meta["anchor"] == "Terms: net 30 days."

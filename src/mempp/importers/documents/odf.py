@@ -1,7 +1,7 @@
 """OpenDocument text and spreadsheets (.odt, .ods): ``content.xml`` read in document order
 (headings and paragraphs to lines, tables to ``cell | cell`` or tab-separated rows), tracked
-deletions left out; ``meta.xml`` for author and dates; annotations (comments) with their own
-``dc:creator`` and ``dc:date``.
+deletions left out; ``meta.xml`` for author and dates; annotations (comments) and tracked
+insertions and deletions with their own ``dc:creator`` and ``dc:date``.
 
 Plain zip + XML (lxml): odfpy builds a full object tree and has no better text view; the
 format's text model is small. Repeated cells and rows (``number-columns-repeated``, which
@@ -11,6 +11,7 @@ they hold text.
 
 from __future__ import annotations
 
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -29,6 +30,7 @@ if TYPE_CHECKING:
     from lxml import etree
 
 _MAX_REPEAT = 100  # a cell repeated with text in it: at most this many copies
+_KINDS = {"insertion": "insertion", "deletion": "deletion", "format-change": "format"}
 
 
 def extract(path: Path, max_chars: int) -> Extracted:
@@ -80,10 +82,36 @@ def _rows(element: etree._Element) -> list[etree._Element]:
     return found
 
 
-class _Walker:
+class _Changes:
+    """Tracked changes: the regions ``text:tracked-changes`` describes (kind, writer, date,
+    a deletion's text) and the insertions open across paragraphs."""
+
     def __init__(self) -> None:
+        self.regions: dict[str, tuple[str, str | None, datetime | None, str]] = {}
+        self.open: dict[str, list[str]] = {}
+
+    def read(self, tracked: etree._Element) -> None:
+        for region in tracked:
+            if local(region.tag) != "changed-region":
+                continue
+            change = next((c for c in region if local(c.tag) in _KINDS), None)
+            if change is None:
+                continue
+            deleted = _Walker()
+            deleted.block(change)
+            self.regions[attr(region, "id") or ""] = (
+                _KINDS[local(change.tag)],
+                child_text(change, "creator"),
+                iso_date(child_text(change, "date")),
+                "\n".join(line for line in deleted.lines if line),
+            )
+
+
+class _Walker:
+    def __init__(self, changes: _Changes | None = None) -> None:
         self.lines: list[str] = []
         self.notes: list[Annotation] = []
+        self.changes = changes or _Changes()
 
     def block(self, element: etree._Element) -> None:
         for node in element:
@@ -95,6 +123,8 @@ class _Walker:
             elif name in ("tracked-changes", "annotation", "meta", "styles", "font-face-decls"):
                 if name == "annotation":
                     self.note(node)
+                elif name == "tracked-changes":
+                    self.changes.read(node)
                 continue
             else:
                 self.block(node)
@@ -108,7 +138,7 @@ class _Walker:
             for cell in row:
                 if local(cell.tag) not in ("table-cell", "covered-table-cell"):
                     continue
-                inner = _Walker()
+                inner = _Walker(self.changes)
                 inner.notes = self.notes
                 inner.block(cell)
                 value = " ".join(line for line in inner.lines if line.strip())
@@ -127,10 +157,13 @@ class _Walker:
 
     def inline(self, element: etree._Element) -> str:
         out: list[str] = []
-        self._inline(element, out)
+        starts = dict.fromkeys(self.changes.open, 0)  # insertions open from before
+        self._inline(element, out, starts)
+        for key, start in starts.items():  # still open: goes on in the next paragraph
+            self.changes.open[key].append("".join(out[start:]) + "\n")
         return "".join(out).strip()
 
-    def _inline(self, element: etree._Element, out: list[str]) -> None:
+    def _inline(self, element: etree._Element, out: list[str], starts: dict[str, int]) -> None:
         if element.text:
             out.append(element.text)
         for node in element:
@@ -144,7 +177,18 @@ class _Walker:
                 out.append("\n")
             elif name == "annotation":
                 self.note(node, anchor="".join(out).strip()[-80:])
-            elif name in ("annotation-end", "note-citation", "change", "change-start"):
+            elif name == "change-start":
+                key = attr(node, "change-id") or ""
+                starts[key] = len(out)
+                self.changes.open.setdefault(key, [])
+            elif name == "change-end":
+                key = attr(node, "change-id") or ""
+                if key in starts:
+                    pieces = self.changes.open.pop(key, []) + out[starts.pop(key) :]
+                    self._change(key, "".join(pieces), out)
+            elif name == "change":  # a point: a deletion's place
+                self._change(attr(node, "change-id") or "", None, out)
+            elif name in ("annotation-end", "note-citation"):
                 pass
             elif name in (
                 "note",
@@ -155,9 +199,28 @@ class _Walker:
                 "ruby-base",
                 "bookmark-ref",
             ) or name in ("p", "h", "list", "list-item"):
-                self._inline(node, out)
+                self._inline(node, out, starts)
             if node.tail:
                 out.append(node.tail)
+
+    def _change(self, key: str, inserted: str | None, out: list[str]) -> None:
+        region = self.changes.regions.get(key)
+        if region is None:
+            return
+        kind, author, date, deleted = region
+        text = (inserted if kind == "insertion" else deleted) or ""
+        if kind == "format" or not text.strip():
+            return
+        self.notes.append(
+            Annotation(
+                kind=kind,
+                text=text.strip(),
+                author=author,
+                date=date,
+                key=f"change-{key}",
+                anchor="".join(out).strip()[-80:],
+            )
+        )
 
     def note(self, node: etree._Element, anchor: str = "") -> None:
         lines = [self.inline(p) for p in node if local(p.tag) in ("p", "h", "list")]
