@@ -572,3 +572,11 @@ def test_odf_tracked_changes_are_records_by_their_writer(tmp_path) -> None:
     assert inserted.text.startswith("Inserted: net 30 days\n\nTracked change in terms.odt")
     assert (deleted.author, deleted.text.split("\n")[0]) == ("Ivy", "Deleted: the old clause")
     assert deleted.meta["anchor"] == "Terms: net 30 days."
+
+
+def test_a_legacy_office_file_is_skipped_with_what_to_save_it_as(tmp_path) -> None:
+    (tmp_path / "old.doc").write_bytes(b"\xd0\xcf\x11\xe0")
+    (tmp_path / "new.md").write_text("New.\n")
+    [skip] = [i for i in get("folder").read(tmp_path) if isinstance(i, Skipped)]
+    assert skip.reason == "not a document file"
+    assert skip.detail == "a Word 97-2003 file: save it as .docx to import it"

@@ -144,10 +144,26 @@ def _read_folder(
                         shown_path(file),
                         None,
                         skipped="not a document file",
-                        detail=f"not a file mempp reads ({READ_NAMES})",
+                        detail=_not_read(suffix),
                     )
     if not read_any:
         yield Item(shown_path(root), None, f"no file mempp reads in this folder ({READ_NAMES})")
+
+
+# Formats whose successor is read: the hint says what to save them as.
+_LEGACY = {
+    ".doc": "a Word 97-2003 file: save it as .docx",
+    ".xls": "an Excel 97-2003 file: save it as .xlsx",
+    ".ppt": "a PowerPoint 97-2003 file: save it as .pptx",
+    ".odp": "an OpenDocument presentation: export it as .pdf or .pptx",
+}
+
+
+def _not_read(suffix: str) -> str:
+    legacy = _LEGACY.get(suffix)
+    if legacy is not None:
+        return f"{legacy} to import it"
+    return f"not a file mempp reads ({READ_NAMES})"
 
 
 def _delegated(read: Delegate, file: Path) -> Iterator[base.Item]:
