@@ -580,3 +580,36 @@ def test_a_legacy_office_file_is_skipped_with_what_to_save_it_as(tmp_path) -> No
     [skip] = [i for i in get("folder").read(tmp_path) if isinstance(i, Skipped)]
     assert skip.reason == "not a document file"
     assert skip.detail == "a Word 97-2003 file: save it as .docx to import it"
+
+
+def test_an_import_stopped_between_a_documents_batches_is_finished_by_a_rerun(tmp_path) -> None:
+    from mempp.importers.base import read_paths, source_rule, store_items
+
+    folder = tmp_path / "f"
+    folder.mkdir()
+    notes = [("Bo", f"2024-03-1{i}T10:00:00Z", f"Comment number {i}.") for i in range(5)]
+    make_docx(folder / "plan.docx", ["The plan."], comments=notes)
+    folder_importer = get("folder")
+
+    def cut_short():  # the process dies after the third item
+        for number, item in enumerate(read_paths(folder_importer, folder)):
+            if number == 3:
+                raise KeyboardInterrupt
+            yield item
+
+    with Memory(str(tmp_path / "m.db"), embedder=KeywordEmbedder()) as memory:
+        with pytest.raises(KeyboardInterrupt):
+            store_items(
+                memory,
+                cut_short(),
+                source="folder",
+                by_source=source_rule(folder_importer),
+                batch_size=2,
+            )
+        assert len(list(memory.records())) == 2  # one whole batch: the document, a comment
+        again = run_import(memory, folder_importer, folder, batch_size=2)
+        assert again.added == 4 and again.skipped == {"already imported": 1, "duplicate": 1}
+        assert sorted(r.text.split("\n")[0] for r in memory.records()) == [
+            *(f"Comment number {i}." for i in range(5)),
+            "The plan.",
+        ]
