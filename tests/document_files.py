@@ -10,6 +10,8 @@ from pathlib import Path
 from xml.sax.saxutils import escape
 
 W = "http://schemas.openxmlformats.org/wordprocessingml/2006/main"
+W14 = "http://schemas.microsoft.com/office/word/2010/wordml"
+W15 = "http://schemas.microsoft.com/office/word/2012/wordml"
 
 
 def make_pdf(
@@ -79,9 +81,13 @@ def make_docx(
     modified: str | None = "2024-03-12T09:30:00Z",
     created: str | None = "2024-03-01T08:00:00Z",
     comments: list[tuple[str, str, str]] = (),  # type: ignore[assignment]
+    replies: dict[int, int] | None = None,
+    done: tuple[int, ...] = (),
 ) -> Path:
     """A Word package: ``paragraphs``, core properties, and ``comments`` as (author, Word's
-    local-time date, text), each anchored on the first paragraph."""
+    local-time date, text), each anchored on the first paragraph; ``replies`` (comment ->
+    the comment it answers) and ``done`` (comments marked resolved) in
+    ``commentsExtended.xml``, as Word 2013+ writes them."""
     starts = "".join(f'<w:commentRangeStart w:id="{i}"/>' for i in range(len(comments)))
     ends = "".join(
         f'<w:commentRangeEnd w:id="{i}"/><w:r><w:commentReference w:id="{i}"/></w:r>'
@@ -110,11 +116,26 @@ def make_docx(
         archive.writestr("docProps/core.xml", "".join(core))
         if comments:
             items = "".join(
-                f'<w:comment w:id="{i}" w:author="{escape(a)}" w:date="{d}"><w:p><w:r>'
-                f"<w:t>{escape(t)}</w:t></w:r></w:p></w:comment>"
+                f'<w:comment w:id="{i}" w:author="{escape(a)}" w:date="{d}">'
+                f'<w:p w14:paraId="0000000{i}"><w:r><w:t>{escape(t)}</w:t></w:r></w:p></w:comment>'
                 for i, (a, d, t) in enumerate(comments)
             )
-            archive.writestr("word/comments.xml", f'<w:comments xmlns:w="{W}">{items}</w:comments>')
+            archive.writestr(
+                "word/comments.xml",
+                f'<w:comments xmlns:w="{W}" xmlns:w14="{W14}">{items}</w:comments>',
+            )
+        if replies or done:
+            extended = "".join(
+                f'<w15:commentEx w15:paraId="0000000{i}"'
+                + (f' w15:paraIdParent="0000000{replies[i]}"' if i in (replies or {}) else "")
+                + (' w15:done="1"' if i in done else ' w15:done="0"')
+                + "/>"
+                for i in range(len(comments))
+            )
+            archive.writestr(
+                "word/commentsExtended.xml",
+                f'<w15:commentsEx xmlns:w15="{W15}">{extended}</w15:commentsEx>',
+            )
     return path
 
 

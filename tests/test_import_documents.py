@@ -613,3 +613,20 @@ def test_an_import_stopped_between_a_documents_batches_is_finished_by_a_rerun(tm
             *(f"Comment number {i}." for i in range(5)),
             "The plan.",
         ]
+
+
+def test_word_comment_replies_and_resolved_comments_are_told(tmp_path) -> None:
+    path = make_docx(
+        tmp_path / "r.docx",
+        ["The plan."],
+        comments=[
+            ("Bo", "2024-03-11T10:00:00Z", "Is May realistic?"),
+            ("Ana", "2024-03-11T12:00:00Z", "Yes, if QA starts now."),
+        ],
+        replies={1: 0},
+        done=(0,),
+    )
+    question, answer = docs(items(path))[1:]
+    assert question.meta["resolved"] is True and "reply_to" not in question.meta
+    assert answer.meta["reply_to"] == "comment-0" and "resolved" not in answer.meta
+    assert answer.author == "Ana" and answer.thread == question.thread

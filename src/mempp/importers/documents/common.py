@@ -65,6 +65,7 @@ class Annotation:
     # The date as the file wrote it, when it cannot be trusted as written (Word's local time
     # marked Z): told in the record's metadata.
     date_note: str | None = None
+    meta: dict[str, Any] = field(default_factory=dict)  # kept in the record's metadata
 
 
 @dataclass(slots=True)

@@ -211,6 +211,7 @@ def _annotation(
         meta["anchor"] = note.anchor
     if note.date_note and note.date is not None:
         meta["date_zone"] = note.date_note
+    meta.update(note.meta)
     return Document.create(
         text,
         author=_fit(note.author, meta),

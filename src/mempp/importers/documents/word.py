@@ -199,29 +199,51 @@ def _comments(package: Package, anchors: dict[str, list[str]]) -> list[Annotatio
     if not package.has("word/comments.xml"):
         return []
     utc = _utc_dates(package)
-    found = []
+    threads = _threads(package)  # last paragraph id -> (parent's paragraph id, resolved)
+    found: list[tuple[str, Annotation]] = []
+    comment_of: dict[str, str] = {}  # a comment's last paragraph id -> its key
     for comment in package.xml("word/comments.xml"):
         if local(comment.tag) != "comment":
             continue
         key = attr(comment, "id") or str(len(found))
         lines = [_Walker().paragraph(p) for p in comment.iter() if local(p.tag) == "p"]
         text = "\n".join(line for line in lines if line.strip()).strip()
+        para_ids = [attr(p, "paraId") for p in comment.iter() if local(p.tag) == "p"]
+        last = next((p for p in reversed(para_ids) if p), "")
+        comment_of[last] = f"comment-{key}"
         if not text:
             continue
-        para_ids = [attr(p, "paraId") for p in comment.iter() if local(p.tag) == "p"]
         true_date = next((utc[p] for p in reversed(para_ids) if p in utc), None)
         date, note = (true_date, None) if true_date else word_local(attr(comment, "date"))
-        found.append(
-            Annotation(
-                kind="comment",
-                text=text,
-                author=_writer(attr(comment, "author")),
-                date=date,
-                key=f"comment-{key}",
-                anchor="".join(anchors.get(key, [])).strip()[:200],
-                date_note=note,
-            )
+        noted = Annotation(
+            kind="comment",
+            text=text,
+            author=_writer(attr(comment, "author")),
+            date=date,
+            key=f"comment-{key}",
+            anchor="".join(anchors.get(key, [])).strip()[:200],
+            date_note=note,
         )
+        found.append((last, noted))
+    for last, noted in found:
+        parent, resolved = threads.get(last, ("", False))
+        if parent in comment_of:
+            noted.meta["reply_to"] = comment_of[parent]
+        if resolved:
+            noted.meta["resolved"] = True
+    return [noted for _, noted in found]
+
+
+def _threads(package: Package) -> dict[str, tuple[str, bool]]:
+    """Word 2013+'s ``commentsExtended.xml``: which comment a reply answers and whether a
+    comment was marked done, keyed by each comment's last paragraph id."""
+    if not package.has("word/commentsExtended.xml"):
+        return {}
+    found = {}
+    for node in package.xml("word/commentsExtended.xml"):
+        para = attr(node, "paraId")
+        if local(node.tag) == "commentEx" and para:
+            found[para] = (attr(node, "paraIdParent") or "", attr(node, "done") == "1")
     return found
 
 
