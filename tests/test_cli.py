@@ -167,7 +167,7 @@ def test_ingest_reports_every_failure_and_keeps_going(capsys, tmp_path) -> None:
     assert summary["added"] == 5 and summary["skipped"] == 2 and summary["failed"] == 7
     # The file that is not read is told, not dropped in silence.
     assert summary["skipped_by_reason"] == {"empty": 1, "not a document file": 1}
-    assert "ignored.csv: skipped: not a .md, .txt or .jsonl file" in err
+    assert "ignored.csv: skipped: not a file mempp reads (.md, .txt, .jsonl" in err
     locations = [f["location"] for f in summary["failures"]]
     assert any(loc.endswith("feed.jsonl:2") for loc in locations)
     assert any(loc.endswith("feed.jsonl:4") for loc in locations)

@@ -15,6 +15,7 @@ from mempp import Document, InvalidInput, Memory
 from mempp.cli.main import main
 from mempp.errors import MemppError
 from mempp.importers import Importer, Skipped, get, names, run_import
+from mempp.importers.files import READ_NAMES
 from test_import_mail import CHAIN, build_mbox
 from test_import_slack import build_export, zip_folder
 
@@ -73,7 +74,7 @@ def test_a_folder_reads_jsonl_dates_by_name_and_tells_every_skip(tmp_path) -> No
             "a Slack workspace export (.zip or unpacked folder): "
             "import it with `mempp import slack`",
         ),
-        "data.csv": ("not a document file", "not a .md, .txt or .jsonl file"),
+        "data.csv": ("not a document file", f"not a file mempp reads ({READ_NAMES})"),
         "slack.zip": (
             "other source",
             "a Slack workspace export (.zip or unpacked folder): "

@@ -87,7 +87,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     from mempp.importers.cli import add_parser as add_import_parsers
 
-    add_import_parsers(commands)  # ingest and import
+    add_import_parsers(commands)  # ingest, import and watch
 
     get = commands.add_parser("get", help="print stored records whole, by id (any state)")
     get.add_argument("ids", nargs="+", type=_record_id, metavar="ID")
@@ -258,6 +258,10 @@ def _dispatch(args: argparse.Namespace) -> int:
         from mempp.importers.cli import run as run_import
 
         return run_import(args, _open, _location(args))
+    if args.command == "watch":
+        from mempp.importers.watch import run as run_watch
+
+        return run_watch(args, _open)
     if getattr(args, "date", None) is not None:
         event_date(args.date, "--date")
     if getattr(args, "as_of", None) is not None:
@@ -384,7 +388,7 @@ def _open(args: argparse.Namespace):  # type: ignore[no-untyped-def]
 
     location = _location(args)
     is_url = location.startswith(("postgresql://", "postgres://"))
-    if args.command not in ("add", "ingest", "import") and not is_url:
+    if args.command not in ("add", "ingest", "import", "watch") and not is_url:
         path = location.removeprefix("sqlite:///")
         # Reading a mistyped path would silently create an empty store and find nothing.
         if path != ":memory:" and not os.path.exists(path):

@@ -67,7 +67,9 @@ class Importer(Protocol):
     ``description`` is one line for ``--help``. An importer whose document sources are
     stable identities (a Slack message's URI, a Message-ID) sets ``stable_sources = True``
     (optional, default false): a re-import then skips every document whose source a row of
-    the scope already has, even if its text changed (an edit between two exports)."""
+    the scope already has, even if its text changed (an edit between two exports). It may
+    instead be a predicate on a document, for an importer only some of whose sources are
+    (the folder importer's document versions, ``PATH#sha256=...``)."""
 
     name: str
     description: str
@@ -81,6 +83,16 @@ class Importer(Protocol):
         """The items of ``path``, in the source's order. Raises ``InvalidInput`` (before the
         first item) when ``path`` as a whole cannot be read."""
         ...
+
+
+# Which documents' sources are identities: all (True), none (False), or those a predicate picks.
+SourceRule = bool | Callable[[Document], bool]
+
+
+def source_rule(importer: Importer) -> SourceRule:
+    """An importer's ``stable_sources``, a bool or a predicate (absent: false)."""
+    rule = getattr(importer, "stable_sources", False)
+    return rule if callable(rule) else bool(rule)
 
 
 @dataclass(slots=True)
@@ -168,7 +180,7 @@ def run_import(
         memory,
         read_paths(importer, path, shown_as=shown_as),
         source=importer.name,
-        by_source=bool(getattr(importer, "stable_sources", False)),
+        by_source=source_rule(importer),
         dry_run=dry_run,
         batch_size=batch_size,
         on_item=on_item,
@@ -221,7 +233,7 @@ def store_items(
     items: Iterable[Item],
     *,
     source: str,
-    by_source: bool = False,
+    by_source: SourceRule = False,
     dry_run: bool = False,
     batch_size: int = DEFAULT_BATCH,
     on_item: Callable[[Item], None] | None = None,
@@ -230,7 +242,7 @@ def store_items(
     """Store the documents among ``items`` and count the rest: :func:`run_import` once the
     paths are open (the CLI opens them before it opens, maybe creates, the store).
     ``by_source`` skips a document whose source is stored already, or came earlier in this
-    import, as ``already imported``."""
+    import, as ``already imported`` (every document's, or, a predicate, those it picks)."""
     from mempp.errors import InvalidInput
 
     if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
@@ -240,12 +252,13 @@ def store_items(
     report = ImportReport(source=source, dry_run=dry_run)
     batch: list[Document] = []
     seen: set[str] | None = set() if by_source else None
+    stable: Callable[[Document], bool] = by_source if callable(by_source) else _any_document
     consumed = 0
 
     def flush() -> None:
         nonlocal consumed
         if batch:
-            fresh = batch if seen is None else _new_sources(memory, batch, seen, report)
+            fresh = batch if seen is None else _new_sources(memory, batch, seen, stable, report)
             if fresh:
                 _write(memory, fresh, report, on_item)
             batch.clear()
@@ -278,16 +291,29 @@ def store_items(
     return report
 
 
+def _any_document(doc: Document) -> bool:
+    return True
+
+
 def _new_sources(
-    memory: Memory | None, batch: list[Document], seen: set[str], report: ImportReport
+    memory: Memory | None,
+    batch: list[Document],
+    seen: set[str],
+    stable: Callable[[Document], bool],
+    report: ImportReport,
 ) -> list[Document]:
-    """The documents of ``batch`` whose source is neither stored nor seen earlier."""
-    sources = {doc.source for doc in batch if doc.source is not None}
+    """The documents of ``batch`` whose source is neither stored nor seen earlier (of those
+    whose sources ``stable`` says are identities; the others all pass)."""
+    checked = [doc for doc in batch if doc.source is not None and stable(doc)]
+    sources = {doc.source for doc in checked if doc.source is not None}
     if memory is not None and sources - seen:
         seen |= memory.store.stored_sources(memory.scope, sources - seen)
     fresh = []
     for doc in batch:
-        if doc.source is not None and doc.source in seen:
+        if doc.source is None or not stable(doc):
+            fresh.append(doc)
+            continue
+        if doc.source in seen:
             report.skipped["already imported"] += 1
             continue
         if doc.source is not None:

@@ -29,7 +29,7 @@ BULK_BATCH = 2000
 
 
 def add_parser(commands: Any) -> None:
-    """Register ``ingest`` and ``import`` on an argparse subparsers object."""
+    """Register ``ingest``, ``import`` and ``watch`` on an argparse subparsers object."""
     ingest = commands.add_parser(
         "ingest", help="store documents from JSONL files, Markdown/text files and folders"
     )
@@ -65,6 +65,9 @@ def add_parser(commands: Any) -> None:
         "--option author='Ana López' names a Keep Takeout's owner",
     )
     _common(imports)
+    from mempp.importers.watch import add_parser as add_watch_parser
+
+    add_watch_parser(commands)
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
@@ -91,7 +94,7 @@ def run(
     from tqdm import tqdm
 
     from mempp.importers import get
-    from mempp.importers.base import read_paths, store_items
+    from mempp.importers.base import read_paths, source_rule, store_items
 
     batch_size = args.batch_size
     if batch_size is None:
@@ -121,7 +124,7 @@ def run(
                     memory,
                     items,
                     source=importer.name,
-                    by_source=bool(getattr(importer, "stable_sources", False)),
+                    by_source=source_rule(importer),
                     dry_run=args.dry_run,
                     batch_size=batch_size,
                     on_item=tell,

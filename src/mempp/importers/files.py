@@ -1,8 +1,11 @@
-"""Reading documents from files: JSONL, and folders of Markdown / text with YAML front matter.
+"""Reading documents from files: JSONL, Markdown / text with YAML front matter, the document
+formats of :mod:`mempp.importers.documents` (PDF, Office, OpenDocument, EPUB, HTML, RTF), and
+folders of them.
 
 Every source yields ``(location, Document | error message)`` items, so one bad line or file
-is reported as ``file:line: reason`` and never stops the rest. A file in a folder that is not
-read is yielded as skipped, with why: nothing is left out silently.
+is reported as ``file:line: reason`` and never stops the rest; a document file yields the
+importers' own items (:mod:`mempp.importers.base`). A file in a folder that is not read is
+yielded as skipped, with why: nothing is left out silently.
 """
 
 from __future__ import annotations
@@ -18,6 +21,9 @@ from pathlib import Path
 import yaml
 
 from mempp.errors import InvalidInput
+from mempp.importers import base
+from mempp.importers.documents.read import SUFFIXES as DOCUMENT_SUFFIXES
+from mempp.importers.documents.read import read_document
 from mempp.records import Document
 
 TEXT_SUFFIXES = (".md", ".markdown", ".txt")
@@ -54,26 +60,43 @@ class Item:
 # Given a path that is not a document file, says which other source it is (a Slack export,
 # a mailbox) and how to import it; ``None`` when it is none of them.
 Recognizer = Callable[[Path], str | None]
+# Reads a file another importer owns but a folder may hold (an .eml: the mail importer's).
+Delegate = Callable[[Path], Iterator[base.Item]]
+READ_SUFFIXES = TEXT_SUFFIXES + JSONL_SUFFIXES + DOCUMENT_SUFFIXES
+READ_NAMES = ".md, .txt, .jsonl, .pdf, .docx, .pptx, .xlsx, .odt, .ods, .epub, .html, .rtf, .eml"
 
 
-def read_sources(paths: list[str], recognize: Recognizer | None = None) -> Iterator[Item]:
+def read_sources(
+    paths: list[str],
+    recognize: Recognizer | None = None,
+    delegates: dict[str, Delegate] | None = None,
+) -> Iterator[Item | base.Item]:
+    """``delegates`` maps a suffix (``.eml``) to the reader of another importer."""
+    delegates = delegates or {}
     for raw in paths:
         path = Path(raw)
+        suffix = path.suffix.lower()
         if path.is_dir():
-            yield from _read_folder(path, recognize)
-        elif path.is_file() and path.suffix.lower() in JSONL_SUFFIXES:
+            yield from _read_folder(path, recognize, delegates)
+        elif path.is_file() and suffix in JSONL_SUFFIXES:
             yield from read_jsonl(path)
-        elif path.is_file() and path.suffix.lower() in TEXT_SUFFIXES:
+        elif path.is_file() and suffix in TEXT_SUFFIXES:
             yield read_text_file(path)
+        elif path.is_file() and suffix in DOCUMENT_SUFFIXES:
+            yield from read_document(path, shown_path(raw))
+        elif path.is_file() and suffix in delegates:
+            yield from _delegated(delegates[suffix], path)
         elif not path.exists():
             yield Item(shown_path(raw), None, "no such file or folder")
         else:
             hint = recognize(path) if recognize is not None else None
-            reason = hint or "not a .jsonl, .md or .txt file, nor a folder"
+            reason = hint or f"not a file mempp reads ({READ_NAMES}), nor a folder"
             yield Item(shown_path(raw), None, reason)
 
 
-def _read_folder(root: Path, recognize: Recognizer | None) -> Iterator[Item]:
+def _read_folder(
+    root: Path, recognize: Recognizer | None, delegates: dict[str, Delegate]
+) -> Iterator[Item | base.Item]:
     """Every file under ``root`` in name order: documents read, the rest skipped with why. A
     folder another importer reads (a Slack export, a Maildir) is skipped whole, as are
     hidden ones (``.git``)."""
@@ -106,6 +129,12 @@ def _read_folder(root: Path, recognize: Recognizer | None) -> Iterator[Item]:
             elif suffix in JSONL_SUFFIXES:
                 read_any = True
                 yield from read_jsonl(file)
+            elif suffix in DOCUMENT_SUFFIXES:
+                read_any = True
+                yield from read_document(file, shown_path(file))
+            elif suffix in delegates:
+                read_any = True
+                yield from _delegated(delegates[suffix], file)
             else:
                 hint = recognize(file) if recognize is not None else None
                 if hint is not None:
@@ -115,10 +144,35 @@ def _read_folder(root: Path, recognize: Recognizer | None) -> Iterator[Item]:
                         shown_path(file),
                         None,
                         skipped="not a document file",
-                        detail="not a .md, .txt or .jsonl file",
+                        detail=_not_read(suffix),
                     )
     if not read_any:
-        yield Item(shown_path(root), None, "no .md, .txt or .jsonl files in this folder")
+        yield Item(shown_path(root), None, f"no file mempp reads in this folder ({READ_NAMES})")
+
+
+# Formats whose successor is read: the hint says what to save them as.
+_LEGACY = {
+    ".doc": "a Word 97-2003 file: save it as .docx",
+    ".xls": "an Excel 97-2003 file: save it as .xlsx",
+    ".ppt": "a PowerPoint 97-2003 file: save it as .pptx",
+    ".odp": "an OpenDocument presentation: export it as .pdf or .pptx",
+}
+
+
+def _not_read(suffix: str) -> str:
+    legacy = _LEGACY.get(suffix)
+    if legacy is not None:
+        return f"{legacy} to import it"
+    return f"not a file mempp reads ({READ_NAMES})"
+
+
+def _delegated(read: Delegate, file: Path) -> Iterator[base.Item]:
+    """Another importer's items for one file; a file it refuses whole is this file's
+    failure, not the folder's."""
+    try:
+        yield from read(file)
+    except InvalidInput as exc:
+        yield base.ItemError(shown_path(file), str(exc).removeprefix(f"{file}: "))
 
 
 def shown_path(path: str | os.PathLike[str]) -> str:
