@@ -12,7 +12,7 @@ The web pages live in ``mempp.server.web``; when that package is installed, its
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any
 
@@ -23,6 +23,7 @@ from starlette.routing import Route
 
 from mempp.server import api, problems
 from mempp.server.config import DEFAULT_MAX_BODY, DEFAULT_MAX_UPLOAD, ServeConfig
+from mempp.server.guard import Guard, configured_hosts
 from mempp.server.limits import BodyLimit
 from mempp.server.problems import Problem, problem_responses
 from mempp.server.schemas import ProblemDocument, StatusOut
@@ -60,7 +61,12 @@ def open_state(config: ServeConfig) -> ServerState:
 
 
 def build_app(config: ServeConfig) -> FastAPI:
-    return create_app(open_state(config), max_body=config.max_body, max_upload=config.max_upload)
+    return create_app(
+        open_state(config),
+        max_body=config.max_body,
+        max_upload=config.max_upload,
+        allowed_hosts=config.allowed_hosts,
+    )
 
 
 def app_from_environ() -> FastAPI:
@@ -74,10 +80,15 @@ def create_app(
     mcp: bool = True,
     max_body: int = DEFAULT_MAX_BODY,
     max_upload: int = DEFAULT_MAX_UPLOAD,
+    allowed_hosts: Sequence[str] = (),
 ) -> FastAPI:
     """The app over ``state``: warming starts at startup, the state closes at shutdown,
-    after uvicorn has let in-flight requests finish."""
+    after uvicorn has let in-flight requests finish. ``allowed_hosts`` (and
+    ``$MEMPP_ALLOWED_HOSTS``) are the names it answers to besides the loopback names and
+    the address it is bound to (see :mod:`mempp.server.guard`)."""
     from mempp import __version__
+
+    names = configured_hosts(allowed_hosts)  # a bad name fails before anything is served
 
     mcp_app = manager = None
     if mcp:
@@ -110,6 +121,8 @@ def create_app(
     app.add_middleware(BodyLimit, max_body=max_body, max_upload=max_upload)
     _problem_schema(app)
     _mount_web(app)
+    # Last, so outermost: no door of the app is reached without passing it.
+    app.add_middleware(Guard, bind_host=state.host, allowed_hosts=names)
     return app
 
 

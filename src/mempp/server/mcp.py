@@ -36,7 +36,7 @@ from mempp.server.schemas import (
     MAX_QUERY_CHARS,
     MAX_TAGS,
 )
-from mempp.server.state import Principal, Role, ServerState, check_role, is_loopback, principal_of
+from mempp.server.state import Principal, Role, ServerState, check_role, principal_of
 
 PRINCIPAL_KEY = "mempp.principal"  # where AuthenticatedMCP leaves the principal in the scope
 
@@ -333,13 +333,10 @@ def http_mcp(state: ServerState, *, max_body: int) -> tuple[ASGIApp, StreamableH
 
     Stateless: each request stands alone, so any worker process can serve any request."""
     server = build_mcp(state, request_principal)
-    security = None
-    if is_loopback(state.host):  # the SDK's DNS-rebinding guard, as it sets it for loopback
-        security = TransportSecuritySettings(
-            enable_dns_rebinding_protection=True,
-            allowed_hosts=["127.0.0.1:*", "localhost:*", "[::1]:*"],
-            allowed_origins=["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"],
-        )
+    # The app's Guard (mempp.server.guard) checks Host and Origin for every door, /mcp
+    # included, with the names the server was given; the SDK's own loopback-only check would
+    # refuse a reverse proxy's name, so it is off.
+    security = TransportSecuritySettings(enable_dns_rebinding_protection=False)
     server.streamable_http_app(  # builds the session manager; its own routes go unused
         json_response=True,
         stateless_http=True,
