@@ -111,6 +111,10 @@ def create_app(
         description=DESCRIPTION,
         lifespan=lifespan,
         responses=problem_responses(500),
+        # FastAPI's /docs and /redoc load their scripts from a CDN: off. The schema stays at
+        # /openapi.json for any viewer run locally.
+        docs_url=None,
+        redoc_url=None,
     )
     app.state.mempp = state
     problems.install(app)

@@ -13,7 +13,7 @@ import logging
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit
 
 from fastapi import HTTPException, Request, Response
 from fastapi.exceptions import RequestValidationError
@@ -158,13 +158,31 @@ def error_page(request: Request, error: WebError) -> Response:
 
 
 def _same_site_referer(request: Request) -> str | None:
+    """The path of the page the visitor came from, when it is a page of this server."""
     referer = request.headers.get("referer")
     if not referer:
         return None
-    base = str(request.base_url)
-    if not referer.startswith(base) or referer.rstrip("/") == str(request.url).rstrip("/"):
+    try:
+        came = urlsplit(referer)
+    except ValueError:
         return None
-    return "/" + referer[len(base) :]
+    here = request.url
+    if (came.scheme, came.netloc.lower()) != (here.scheme, here.netloc.lower()):
+        return None
+    path = same_origin_path(came.path + (f"?{came.query}" if came.query else ""))
+    if path is None or path.rstrip("/") == here.path.rstrip("/"):
+        return None
+    return path
+
+
+def same_origin_path(target: str | None) -> str | None:
+    """``target`` if it is a path on this site; None for anything a browser could read as
+    another host (``//host``, ``/\\host``, a scheme, control characters)."""
+    if not target or not target.startswith("/") or target.startswith("//"):
+        return None
+    if "\\" in target or any(ord(c) < 0x20 or ord(c) == 0x7F for c in target):
+        return None
+    return target
 
 
 def as_web_error(exc: Exception) -> WebError:
