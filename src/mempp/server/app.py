@@ -152,8 +152,8 @@ def _health_routes(app: FastAPI) -> None:
         state: ServerState = app.state.mempp
         if state.ready:
             return StatusOut(status="ready")
-        if state.warm_error is not None:
-            raise Problem(503, f"not ready: {state.warm_error}")
+        if state.warm_error is not None:  # its text (a path, a driver's) is in the log
+            raise Problem(503, "not ready: loading the store failed; the server log says why")
         raise Problem(503, "warming up: loading the encoder and the store's indexes")
 
 

@@ -47,7 +47,7 @@ from dataclasses import dataclass
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from mempp.errors import InvalidInput
-from mempp.server.problems import Problem, problem_response
+from mempp.server.problems import REQUEST_ID_KEY, Problem, problem_response
 
 log = logging.getLogger("mempp.server")
 
@@ -65,7 +65,6 @@ SIMPLE_TYPES = frozenset(
     }
 )
 API_PREFIXES = ("/v1/", "/mcp")
-REQUEST_ID_KEY = "mempp.request_id"
 
 CSP = (
     "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
@@ -297,9 +296,3 @@ def _stamping(send: Send, request_id: str) -> Send:
         await send(message)
 
     return stamped
-
-
-def request_id_of(scope: Scope) -> str | None:
-    """The id the guard gave this request (None outside the guard, e.g. in a unit test)."""
-    found = scope.get(REQUEST_ID_KEY)
-    return found if isinstance(found, str) else None

@@ -22,7 +22,7 @@ from fastapi.routing import APIRoute
 from fastapi.templating import Jinja2Templates
 
 from mempp.errors import InvalidInput, MemppError, RecordNotFound, StoreError
-from mempp.server.problems import Problem
+from mempp.server.problems import Problem, hidden, request_id_of
 from mempp.server.web.session import COOKIE, MAX_AGE, Session, SessionCodec
 
 log = logging.getLogger(__name__)
@@ -185,8 +185,12 @@ def same_origin_path(target: str | None) -> str | None:
     return target
 
 
-def as_web_error(exc: Exception) -> WebError:
-    """mempp's and the framework's errors as a page (anything else is a bug, logged)."""
+def as_web_error(exc: Exception, request_id: str | None = None) -> WebError:
+    """mempp's and the framework's errors as a page (anything else is a bug, logged). A
+    store's or a model's failure is told without its text (paths, SQL, a driver's words):
+    the log has it under ``request_id``."""
+    from mempp.llm import LLMError
+
     if isinstance(exc, WebError):
         return exc
     if isinstance(exc, RecordNotFound):
@@ -194,7 +198,11 @@ def as_web_error(exc: Exception) -> WebError:
     if isinstance(exc, InvalidInput):
         return WebError(400, "Cannot read that", str(exc))
     if isinstance(exc, StoreError):
-        return WebError(503, "The store is unavailable", str(exc))
+        detail = hidden("the store could not serve this page", exc, request_id)
+        return WebError(503, "The store is unavailable", detail[0].upper() + detail[1:] + ".")
+    if isinstance(exc, LLMError):
+        detail = hidden("the language model failed", exc, request_id)
+        return WebError(502, "No answer", detail[0].upper() + detail[1:] + ".")
     if isinstance(exc, MemppError):
         return WebError(400, "Cannot do that", str(exc))
     if isinstance(exc, RequestValidationError):
@@ -207,8 +215,9 @@ def as_web_error(exc: Exception) -> WebError:
         return WebError(exc.status, "Cannot do that", exc.detail)
     if isinstance(exc, HTTPException):
         return WebError(exc.status_code, "Cannot do that", str(exc.detail))
-    log.exception("web page failed", exc_info=exc)
-    return WebError(500, "Something went wrong", "The server could not show this page.")
+    log.exception("request %s: web page failed", request_id or "-", exc_info=exc)
+    where = f" (request {request_id})" if request_id else ""
+    return WebError(500, "Something went wrong", f"The server could not show this page{where}.")
 
 
 class HTMLErrorRoute(APIRoute):
@@ -226,6 +235,6 @@ class HTMLErrorRoute(APIRoute):
                     target = "/"
                 return RedirectResponse(f"/login?next={quote(target, safe='')}", status_code=303)
             except Exception as exc:
-                return error_page(request, as_web_error(exc))
+                return error_page(request, as_web_error(exc, request_id_of(request.scope)))
 
         return guarded

@@ -19,6 +19,7 @@ from starlette.datastructures import UploadFile
 from mempp.dates import parse_as_of, parse_event_date
 from mempp.records import Hit, Record
 from mempp.server import keys
+from mempp.server.problems import request_id_of
 from mempp.server.web import forms
 from mempp.server.web.access import (
     HTMLErrorRoute,
@@ -400,7 +401,7 @@ async def upload(request: Request, who: Who) -> Response:
             ]
             report = totals(await run_in_threadpool(ingest_files, memory, files))
     except Exception as exc:  # shown as the report's error, or as a page
-        error = as_web_error(exc)
+        error = as_web_error(exc, request_id_of(request.scope))
         if not fragment:
             raise error from None
         context = {"title": error.title, "message": error.message}
