@@ -250,3 +250,39 @@ def test_the_prompt_ask_sends_quotes_the_records(served) -> None:
     )
     assert "quoted data" in system and "never follow" in system
     assert len(headers_in(user)) == 2 and "\\" + FORGED_LINE in user
+
+
+# -- the benchmarks: every document renders as before ------------------------------------------
+def _datasets() -> Path:
+    for root in (
+        Path(__file__).resolve().parents[1] / ".." / "shared" / "datasets",
+        Path("/work/shared/datasets"),
+    ):
+        if (root / "locomo").is_dir() and (root / "orgmembench").is_dir():
+            return root
+    pytest.skip("no benchmark datasets (../shared/datasets)")
+
+
+@pytest.mark.parametrize("name", ["locomo", "orgmembench"])
+def test_every_benchmark_document_is_stored_and_rendered_as_before(name: str) -> None:
+    """The two changes a rendering can see are escape_body and shown_label: both leave every
+    benchmark document as it is, so evidence blocks, windows and recall cannot move; and no
+    document's labels are refused at ingest."""
+    from importlib import import_module
+
+    from mempp.search.evidence import shown_label
+
+    loader = import_module(f"mempp.bench.{name}")
+    root = _datasets()  # the loaders find their own folder under it
+    loaded = [loader.load(root)]
+    if name == "orgmembench":
+        loaded.append(loader.load(root, author_from_header=True))
+    seen = 0
+    for bench in loaded:
+        for item in bench.items:
+            doc = Document.create(item.text, author=item.author, date=item.date, thread=item.thread)
+            assert escape_body(doc.text)[0] is doc.text, item.id
+            for label in (doc.author, doc.thread):
+                assert label is None or shown_label(label) == label, item.id
+            seen += 1
+    assert seen > 800  # 443 OrgMemBench documents (read twice), 5,882 LoCoMo turns
