@@ -109,6 +109,7 @@ def test_a_rebound_name_reads_nothing(served: Served, door: str) -> None:
     response = _send(served, "GET", door, {}, {"host": f"attacker.example:{served.port}"})
     assert response.status_code == 421
     assert response.json()["field"] == "Host"
+    assert response.json()["title"] == "Misdirected Request"
     assert "Team plan" not in response.text
 
 

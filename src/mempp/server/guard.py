@@ -37,10 +37,12 @@ A refused request never reaches a route, so it changes nothing.
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import itertools
 import logging
 import os
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -80,6 +82,7 @@ _HTML = [
     (b"referrer-policy", b"same-origin"),
 ]
 _WILDCARDS = frozenset({"0.0.0.0", "::", "[::]", ""})
+_NOT_IN_HOST = re.compile(r"[\s/\\@?#]")
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,11 +93,12 @@ class HostName:
     port: int | None = None
 
 
+@functools.lru_cache(maxsize=256)  # a server sees few Host values; bounded all the same
 def split_host(value: str) -> HostName | None:
     """``name[:port]`` or ``[v6]:port`` as a lower-cased :class:`HostName`; None when it is
     not a host (empty, spaces, a bad port, an unclosed bracket)."""
     value = value.strip().lower()
-    if not value or any(c.isspace() or c in "/\\@?#" for c in value):
+    if not value or _NOT_IN_HOST.search(value):
         return None
     if value.startswith("["):
         end = value.find("]")

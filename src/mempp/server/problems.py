@@ -40,6 +40,7 @@ TITLES = {
     409: "Conflict",
     413: "Content Too Large",
     415: "Unsupported Media Type",
+    421: "Misdirected Request",
     422: "Unprocessable Content",
     500: "Internal Server Error",
     502: "Bad Gateway",
