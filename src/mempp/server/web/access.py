@@ -167,7 +167,8 @@ def _same_site_referer(request: Request) -> str | None:
     except ValueError:
         return None
     here = request.url
-    if (came.scheme, came.netloc.lower()) != (here.scheme, here.netloc.lower()):
+    # The netloc only: behind a TLS proxy the page was https while this request is http.
+    if came.scheme not in ("http", "https") or came.netloc.lower() != here.netloc.lower():
         return None
     path = same_origin_path(came.path + (f"?{came.query}" if came.query else ""))
     if path is None or path.rstrip("/") == here.path.rstrip("/"):
