@@ -298,3 +298,45 @@ def test_every_response_is_nosniff_and_html_is_locked_down(served: Served) -> No
         assert html.headers["x-frame-options"] == "DENY"
         assert html.headers["referrer-policy"] == "same-origin"
         assert html.headers["x-content-type-options"] == "nosniff"
+
+
+def test_a_request_id_given_outside_the_guard_is_used_as_it_is() -> None:
+    """Under a request log that gives ids (and sends the header), the guard takes that id
+    and sends no second header."""
+    import asyncio
+
+    from mempp.server.guard import Guard
+    from mempp.server.problems import request_id_of
+
+    seen: dict[str, object] = {}
+
+    async def app(scope, receive, send) -> None:  # type: ignore[no-untyped-def]
+        seen["id"] = request_id_of(scope)
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b""})
+
+    sent: list[dict] = []
+
+    async def send(message) -> None:  # type: ignore[no-untyped-def]
+        sent.append(message)
+
+    async def receive() -> dict:
+        return {"type": "http.request", "body": b""}
+
+    for state, header in (({"request_id": "outer-7"}, None), ({}, True)):
+        sent.clear()
+        scope = {
+            "type": "http",
+            "method": "GET",
+            "path": "/v1/info",
+            "headers": [(b"host", b"127.0.0.1:8765")],
+            "server": ("127.0.0.1", 8765),
+            "state": state,
+        }
+        asyncio.run(Guard(app, bind_host="127.0.0.1")(scope, receive, send))
+        names = [k for k, _ in sent[0]["headers"]]
+        if header is None:
+            assert seen["id"] == "outer-7" and b"x-request-id" not in names
+        else:
+            assert names.count(b"x-request-id") == 1 and seen["id"] != "outer-7"
+        assert b"x-content-type-options" in names

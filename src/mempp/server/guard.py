@@ -184,10 +184,13 @@ class Guard:
         if scope["type"] not in ("http", "websocket"):
             await self.app(scope, receive, send)
             return
-        request_id = f"{self._prefix}-{next(self._ids)}"
+        # A request id given by a middleware outside this one (the server's request log) is
+        # used as it is, and that middleware sends the header.
+        outer = (scope.get("state") or {}).get("request_id")
+        request_id = outer if isinstance(outer, str) else f"{self._prefix}-{next(self._ids)}"
         scope = {**scope, REQUEST_ID_KEY: request_id}
         refusal = self.refusal(scope)
-        stamped = _stamping(send, request_id)
+        stamped = _stamping(send, None if isinstance(outer, str) else request_id)
         if refusal is not None:
             log.warning(
                 "refused %s %s (request %s): %s",
@@ -281,9 +284,9 @@ def _origin_problem(origin: str, host: str) -> Problem | None:
     )
 
 
-def _stamping(send: Send, request_id: str) -> Send:
-    """``send`` adding the shared headers to the response's start."""
-    extra = [*_ALWAYS, (b"x-request-id", request_id.encode())]
+def _stamping(send: Send, request_id: str | None) -> Send:
+    """``send`` adding the shared headers (and ``X-Request-Id`` when given) to the start."""
+    extra = [*_ALWAYS] + ([(b"x-request-id", request_id.encode())] if request_id else [])
 
     async def stamped(message: Message) -> None:
         if message["type"] == "http.response.start":

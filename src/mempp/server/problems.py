@@ -198,8 +198,8 @@ def install(app: FastAPI) -> None:
 
 
 def request_id_of(scope: Mapping[str, Any]) -> str | None:
-    """The id the guard gave this request (None outside the guard, e.g. in a unit test)."""
-    found = scope.get(REQUEST_ID_KEY)
+    """The id the guard (or a request log around it) gave this request; None outside both."""
+    found = scope.get(REQUEST_ID_KEY) or (scope.get("state") or {}).get("request_id")
     return found if isinstance(found, str) else None
 
 
