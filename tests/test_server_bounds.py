@@ -209,3 +209,14 @@ def test_readyz_tells_no_warming_error_text(served) -> None:
     state._ready.clear()
     answer = httpx.get(f"{url}/readyz", timeout=30)
     assert answer.status_code == 503 and "/srv" not in answer.text
+
+
+def test_an_oversized_mail_file_is_refused_by_its_size(tmp_path: Path) -> None:
+    box = tmp_path / "big.eml"
+    with box.open("wb") as out:
+        out.write(b"Subject: big\r\nFrom: a@x.io\r\n\r\n")
+        out.truncate(MAX_FILE_BYTES + 1)  # sparse: no 32 MiB written
+    report = run_import(None, get("mail"), box, dry_run=True)
+    assert [f.reason for f in report.failures] == [
+        f"is {MAX_FILE_BYTES + 1} bytes, over the {MAX_FILE_BYTES} limit"
+    ]

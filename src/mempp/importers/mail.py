@@ -31,6 +31,7 @@ from typing import Any
 
 from mempp.errors import InvalidInput, MemppError
 from mempp.importers.base import Item, ItemError, Notice
+from mempp.importers.files import MAX_FILE_BYTES
 from mempp.records import Document
 
 MAIL_SUFFIXES = (".eml", ".mbox")
@@ -105,6 +106,10 @@ def _read_one(box: Path) -> Iterator[Item]:
         for key in sorted(maildir.keys()):
             yield from _message(f"{box}:{key}", lambda k=key: maildir.get_bytes(k))
     elif box.suffix.lower() == ".eml" and not _starts_like_mbox(box):
+        size = box.stat().st_size
+        if size > MAX_FILE_BYTES:  # refused by its size, never read whole
+            yield ItemError(str(box), f"is {size} bytes, over the {MAX_FILE_BYTES} limit")
+            return
         yield from _message(str(box), box.read_bytes)
     else:
         mbox = mailbox.mbox(box, factory=None, create=False)
