@@ -112,7 +112,8 @@ ATTACKS = """async (mempp) => {
   ];
   out.writes = [];
   for (const [path, init] of writes) {
-    try { await fetch(mempp + path, {method: "POST", mode: "no-cors", ...init});
+    try { await fetch(mempp + path, {method: "POST", mode: "no-cors", credentials: "include",
+                                     ...init});
           out.writes.push(path + ": sent"); }
     catch (e) { out.writes.push(path + ": " + e.name); }
   }
@@ -170,6 +171,58 @@ def test_a_page_on_another_origin_cannot_frame_the_pages(
         assert any("frame-ancestors" in text for text in violations), violations
     finally:
         context.close()
+
+
+@pytest.fixture(scope="module")
+def keyed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, ServerState, str]]:
+    from mempp.server import keys
+
+    db = tmp_path_factory.mktemp("guard-browser-keyed") / "m.db"
+    state = ServerState(str(db), embedder=KeywordEmbedder(["plan", "price", "team"]))
+    state.memory("default").add(
+        "The Team plan price is 15 euros.", author="Priya Nair", date="2024-03-01"
+    )
+    _, token = keys.create_key(state.store, scope="default", role="admin")
+    with live_server(create_app(state), lifespan="on") as url:
+        yield url, state, token
+
+
+def test_a_logged_in_browser_is_safe_from_a_page_on_another_loopback_port(
+    browser, attacker: str, keyed: tuple[str, ServerState, str]
+) -> None:
+    """Another port of 127.0.0.1 is the same site: the SameSite=Strict cookie goes along with
+    the page's requests. The guard (Origin) and the CSP (frame-ancestors) still hold."""
+    url, state, token = keyed
+    before = state.store.count("default", active_only=False)
+    context = browser.new_context()
+    try:
+        page = context.new_page()
+        page.goto(url + "/login")
+        page.fill("#key", token)
+        page.press("#key", "Enter")
+        page.wait_for_url(url + "/")
+        assert "/login" not in page.url  # logged in
+        messages: list[str] = []
+        page.on("console", lambda m: messages.append(m.text))
+        page.goto(attacker)
+        out = page.evaluate(ATTACKS, url)
+        assert out["read"].startswith("blocked") and out["info"].startswith("blocked"), out
+        page.evaluate(
+            """(u) => new Promise((done) => { const f = document.createElement("iframe");
+                 f.src = u + "/records/1"; f.onload = () => done(); document.body.appendChild(f);
+                 setTimeout(done, 3000); })""",
+            url,
+        )
+        framed = [frame for frame in page.frames if frame is not page.main_frame]
+        assert framed and all("15 euros" not in (frame.content() or "") for frame in framed)
+        assert any("frame-ancestors" in text for text in messages), messages
+        # The session still works on mempp's own page: nothing was logged out or changed.
+        page.goto(url + "/records/1")
+        assert "15 euros" in page.content()
+    finally:
+        context.close()
+    assert state.store.count("default", active_only=False) == before
+    assert state.store.get("default", [1])[1].state == "active"
 
 
 def test_a_rebound_name_gets_a_421_in_the_browser(browser, mempp: tuple[str, ServerState]) -> None:
