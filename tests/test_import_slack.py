@@ -280,7 +280,7 @@ def test_a_zip_bomb_stops_at_the_cap(tmp_path) -> None:
     # Per file: that file is reported, the rest imported.
     found = items(archive, SlackImporter(max_member=1 << 20))
     assert [e.reason for e in found if isinstance(e, ItemError) and "03-20" in e.location] == [
-        "unpacks to more than 1 MiB"
+        "unpacks to 8 MiB, over the 1 MiB limit of one file"  # its size, before reading it
     ]
     assert len(docs_of(found)) == 9
     # In all: refused before anything is read.

@@ -18,13 +18,23 @@ Limits (documented in README "Input limits"):
 
 Text may hold any Unicode except NUL and lone surrogates (halves of UTF-16 pairs, which is
 what Python makes of bytes that are not UTF-8): no engine can store those as text.
+
+A label (author, thread, each tag; a mail's subject is its thread) is one line of plain text:
+no control character (C0, DEL, C1: line breaks and tabs included), no Unicode line or
+paragraph separator, no bidirectional override. Evidence shows labels in the header line
+mempp writes above each record, so a label that could break that line could forge an entry
+(see :mod:`mempp.search.evidence`). Every door refuses such a label; an importer reads its
+source inside :func:`flattening_labels`, where each run of them becomes one space and the
+field is noted, so the import says so (a warning per item) instead of losing the item.
 """
 
 from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 
 from mempp.errors import InvalidInput
 
@@ -40,6 +50,11 @@ MAX_ID = 2**63 - 1
 _SURROGATE = re.compile("[\ud800-\udfff]")
 _UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
 _QUERY_WORD = re.compile(r"[^\W_]+")
+# What may not sit in a one-line label: C0 and C1 controls, DEL, the Unicode line and
+# paragraph separators, and the bidirectional embeddings, overrides and isolates.
+_LABEL_BREAK = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]+")
+# Set by flattening_labels(): the fields whose label was flattened, instead of refusing.
+_FLATTENED: ContextVar[list[str] | None] = ContextVar("mempp_flattened_labels", default=None)
 # int -> str is quadratic and Python refuses past 4,300 digits; a label is far shorter.
 _MAX_LABEL_INT_BITS = MAX_LABEL_BYTES * 4
 
@@ -88,10 +103,35 @@ def label(value: object, field: str, *, numbers_as_text: bool = False) -> str | 
         if value.bit_length() > _MAX_LABEL_INT_BITS:  # type: ignore[union-attr]
             raise InvalidInput(f"is longer than {MAX_LABEL_BYTES} bytes", field=field)
         value = str(value)
-    text = clean_text(value, field).strip()
+    text = clean_text(value, field)
+    if _LABEL_BREAK.search(text):
+        flattened = _FLATTENED.get()
+        if flattened is None:
+            raise InvalidInput(
+                "contains a control character (a line break, a tab, a bidirectional "
+                "override): a label is one line of text",
+                field=field,
+            )
+        text = _LABEL_BREAK.sub(" ", text)
+        flattened.append(field)
+    text = text.strip()
     if len(text.encode("utf-8")) > MAX_LABEL_BYTES:
         raise InvalidInput(f"is longer than {MAX_LABEL_BYTES} bytes", field=field)
     return text or None
+
+
+@contextmanager
+def flattening_labels() -> Iterator[list[str]]:
+    """Within the block, a label with control characters has each run of them replaced by
+    one space instead of being refused; the yielded list collects the fields flattened.
+    For importers, whose sources (a mail's folded Subject, a chat name) are not the caller's
+    to fix; every other door refuses."""
+    found: list[str] = []
+    token = _FLATTENED.set(found)
+    try:
+        yield found
+    finally:
+        _FLATTENED.reset(token)
 
 
 def source(value: object, field: str = "source", *, numbers_as_text: bool = False) -> str | None:

@@ -471,6 +471,7 @@ def _print_record(record: Record) -> None:
 
 def _info(memory, args: argparse.Namespace) -> int:  # type: ignore[no-untyped-def]
     store = memory.store
+    _warn_if_readable(store.location)
     # Active first: rows are never deleted, so the total read after it cannot be smaller.
     active = store.count(memory.scope)
     records = store.count(memory.scope, active_only=False)
@@ -500,6 +501,22 @@ def _info(memory, args: argparse.Namespace) -> int:  # type: ignore[no-untyped-d
     )
     print(f"scopes    {len(scopes)}" + (f": {shown}" if scopes else ""))
     return EXIT_OK
+
+
+def _warn_if_readable(location: str) -> None:
+    """A warning on stderr when a SQLite store (or its WAL) is readable by others."""
+    from mempp.private import readable_by_others
+
+    if location.startswith(("postgresql://", "postgres://")) or location == ":memory:":
+        return
+    for path in (location, location + "-wal"):
+        mode = readable_by_others(path)
+        if mode is not None:
+            print(
+                f"mempp: warning: {path} is readable by other users (mode {mode:04o}); "
+                f"it holds the store's records: chmod 600 {path}",
+                file=sys.stderr,
+            )
 
 
 def _export(memory, args: argparse.Namespace) -> int:  # type: ignore[no-untyped-def]

@@ -22,7 +22,9 @@ from mempp.errors import InvalidInput
 GIB = 1 << 30
 MIB = 1 << 20
 MAX_UNPACKED = 8 * GIB  # a whole export
-MAX_MEMBER = 256 * MIB  # one file of it (a day of one channel is far smaller)
+# One file of it, read whole and parsed as JSON (~10x its size in RAM): a day of one busy
+# channel is a few MiB; a larger member is refused with its size, never read.
+MAX_MEMBER = 32 * MIB
 
 _LOCAL = b"PK\x03\x04"
 _LOCAL_HEADER = struct.Struct("<4sHHHHHIIIHH")
@@ -89,8 +91,11 @@ class FolderTree:
     def read(self, name: str) -> bytes:
         try:
             with open(os.path.join(self.root, name), "rb") as handle:
-                if os.fstat(handle.fileno()).st_size > self._max_member:
-                    raise MemberError(f"larger than {_size(self._max_member)}")
+                size = os.fstat(handle.fileno()).st_size
+                if size > self._max_member:
+                    raise MemberError(
+                        f"is {_size(size)}, over the {_size(self._max_member)} limit of one file"
+                    )
                 return handle.read()
         except OSError as exc:
             raise MemberError(exc.strerror or str(exc)) from None
@@ -119,7 +124,10 @@ class ZipTree:
     def read(self, name: str) -> bytes:
         info = self._infos[name]
         if info.file_size > self._budget.max_member:  # declared: refuse before unpacking
-            raise MemberError(f"unpacks to more than {_size(self._budget.max_member)}")
+            raise MemberError(
+                f"unpacks to {_size(info.file_size)}, over the "
+                f"{_size(self._budget.max_member)} limit of one file"
+            )
         try:
             with self._zip.open(info) as handle:
                 return self._budget.collect(iter(lambda: handle.read(_CHUNK), b""))

@@ -204,7 +204,7 @@ def read_paths(
     streams: list[Iterator[Item]] = []
     for one in paths:
         try:
-            stream = iter(importer.read(one))
+            stream = _flattened(iter(importer.read(one)), importer.name)
             first = next(stream, None)
         except InvalidInput as exc:
             if shown_as is None:
@@ -215,6 +215,26 @@ def read_paths(
     if shown_as is None:
         return items
     return (_renamed(item, os.fspath(paths[0]), shown_as) for item in items)
+
+
+def _flattened(items: Iterator[Item], source: str) -> Iterator[Item]:
+    """The importer's items, each read with labels flattened rather than refused (a mail's
+    folded Subject, a channel name with a tab: the source's, not the user's to fix); a
+    document whose labels were flattened is followed by a :class:`Notice` saying which."""
+    from mempp.validate import flattening_labels
+
+    while True:
+        # Set around each step only: the generator runs in the caller's context, and the
+        # caller (store_items, a web upload) must still refuse what it validates itself.
+        with flattening_labels() as fields:
+            item = next(items, None)
+        if item is None:
+            return
+        yield item
+        if fields:
+            where = item.source if isinstance(item, Document) and item.source else source
+            named = ", ".join(dict.fromkeys(fields))
+            yield Notice(where, f"{named}: control characters replaced by spaces")
 
 
 def _renamed(item: Item, prefix: str, name: str) -> Item:

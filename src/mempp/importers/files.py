@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
+from typing import TextIO
 
 import yaml
 
@@ -31,6 +32,9 @@ JSONL_SUFFIXES = (".jsonl", ".ndjson")
 FIELDS = ("text", "author", "date", "tags", "source", "thread")
 # What `mempp export` adds to a line: the store's own, not the document's; not metadata.
 EXPORT_FIELDS = ("id", "datetime", "scope", "ingested_at", "state", "superseded_by")
+# The largest note read, and the longest JSON Lines line (in characters): one document is
+# held whole while parsed, so the bound keeps an import's memory bounded, as a zip member's.
+MAX_FILE_BYTES = 32 << 20
 # "2024-03-12 standup.txt", "2024-03-12-standup.md", "2024-03-12.md"
 _NAME_DATE = re.compile(r"^(\d{4}-\d{2}-\d{2})(?=$|[\s_.-])")
 
@@ -192,8 +196,11 @@ def read_jsonl(path: Path) -> Iterator[Item]:
     with handle:
         number = 0
         try:
-            for number, line in enumerate(handle, start=1):
+            for number, line in enumerate(_bounded_lines(handle), start=1):
                 location = f"{name}:{number}"
+                if line is None:
+                    yield Item(location, None, f"line longer than {MAX_FILE_BYTES} characters")
+                    continue
                 if not line.strip():
                     continue
                 yield parse_json_line(location, line)
@@ -201,6 +208,18 @@ def read_jsonl(path: Path) -> Iterator[Item]:
             yield Item(f"{name}:{number + 1}", None, f"not UTF-8 text ({exc.reason})")
         except OSError as exc:
             yield Item(f"{name}:{number + 1}", None, exc.strerror or str(exc))
+
+
+def _bounded_lines(handle: TextIO) -> Iterator[str | None]:
+    """The lines of ``handle``, each read at most ``MAX_FILE_BYTES`` characters at a time:
+    an overlong line is None (and skipped to its end), never held whole in memory."""
+    while line := handle.readline(MAX_FILE_BYTES):
+        if len(line) < MAX_FILE_BYTES or line.endswith("\n"):
+            yield line
+            continue
+        while (rest := handle.readline(MAX_FILE_BYTES)) and not rest.endswith("\n"):
+            pass
+        yield None
 
 
 def parse_json_line(location: str, line: str) -> Item:
@@ -223,6 +242,9 @@ def parse_json_line(location: str, line: str) -> Item:
 def read_text_file(path: Path) -> Item:
     location = shown_path(path)
     try:
+        size = path.stat().st_size
+        if size > MAX_FILE_BYTES:  # refused by its size, before it is read
+            return Item(location, None, f"is {size} bytes, over the {MAX_FILE_BYTES} limit")
         raw = path.read_text(encoding="utf-8-sig")
     except UnicodeDecodeError as exc:
         return Item(location, None, f"not UTF-8 text ({exc.reason})")

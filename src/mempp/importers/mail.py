@@ -33,6 +33,7 @@ from typing import Any
 
 from mempp.errors import InvalidInput, MemppError
 from mempp.importers.base import Item, ItemError, Notice, Skipped
+from mempp.importers.files import MAX_FILE_BYTES
 from mempp.importers.mail_message import Parsed, parse
 from mempp.records import Document
 
@@ -113,6 +114,12 @@ class MailImporter:
             elif entry.kind == "mbox":
                 yield from _read_mbox(entry.path, archive, now)
             else:
+                size = entry.path.stat().st_size
+                if size > MAX_FILE_BYTES:  # refused by its size, never read whole
+                    yield ItemError(
+                        str(entry.path), f"is {size} bytes, over the {MAX_FILE_BYTES} limit"
+                    )
+                    continue
                 yield from _message(str(entry.path), entry.path.read_bytes, archive, now)
 
 

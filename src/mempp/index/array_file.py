@@ -26,6 +26,8 @@ from typing import Any
 
 import numpy as np
 
+from mempp.private import keep_mode, open_new
+
 MAGIC = b"MEMPPARR"
 _ALIGN = 64
 _CHUNK = 16 << 20  # bytes per read or checksum step
@@ -66,6 +68,7 @@ def write(
                 out.seek(start + entry["offset"])
                 out.write(_bytes(array))
             out.truncate(start + offset)
+        keep_mode(partial, target)
         os.replace(partial, target)
     except BaseException:
         partial.unlink(missing_ok=True)
@@ -130,7 +133,8 @@ def _data_start(header_length: int) -> int:
 
 
 def _create(path: Path) -> Any:
-    return open(path, "xb")
+    # 0600 whatever the umask (mempp.private); keep_mode gives it a replaced file's mode.
+    return os.fdopen(open_new(path), "wb")
 
 
 def _bytes(array: np.ndarray) -> memoryview:

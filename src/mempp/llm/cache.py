@@ -13,6 +13,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from mempp.private import create_file, make_dirs
+
 
 class LLMCache:
     """Replies on disk in one SQLite file, keyed by a hash of the full request.
@@ -23,7 +25,8 @@ class LLMCache:
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        make_dirs(self.path.parent)  # new folders 0700, the file 0600 (mempp.private)
+        create_file(self.path)
         self._lock = threading.Lock()
         self._db = sqlite3.connect(self.path, timeout=30.0, check_same_thread=False)
         with self._lock, self._db:

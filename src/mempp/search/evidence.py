@@ -8,10 +8,23 @@ for runs where date and speaker lead the stored text.
 Optional packing (``packing=PackingOptions(), query=...``, see :mod:`mempp.search.packing`) shows a
 long record as query-focused excerpts, under a marker line naming the record, so that more
 records fit a window; without it every record is shown whole.
+
+Only mempp writes a header. A record cannot forge one: its labels (author, thread) hold no
+control characters (:mod:`mempp.validate` refuses them, importers flatten them; a row stored
+before that rule has them shown as spaces) and a ``|`` in a label is shown as ``¦``, so a
+label never adds a line or a field; and a line of a record's text that would read as an
+entry header or an excerpt marker (``[3] ...``, ``[excerpt: ...`` at the start of a line,
+after any character a model may count as a line break) gets a backslash before its bracket.
+Escaping was chosen over a random boundary around each entry because it changes nothing
+else: a record without such a line (every record of the benchmarks) renders byte for byte
+as before, so budgets, windows and recall stay the same, while a boundary would lengthen
+every entry of every block and still leave the model to compare random strings.
 """
 
 from __future__ import annotations
 
+import itertools
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -23,6 +36,13 @@ from mempp.search.packing import Excerpt, PackingOptions, pack, whole
 EvidenceStyle = Literal["headers", "paper"]
 TRUNCATION_MARK = " [...]"
 SEPARATOR = "\n\n"
+ESCAPE = "\\"
+# A line start (the text's start, or after any character a reader may take for a line break),
+# blanks, then what opens a header ("[12]") or an excerpt marker ("[excerpt:").
+_HEADER_LIKE = re.compile(
+    r"(?:^|(?<=[\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]))[ \t]*(?=\[(?:\d+\]|excerpt:))"
+)
+_LABEL_BREAKS = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]+")
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,24 +120,61 @@ def header(hit: Hit, position: int) -> str:
     record = hit.record
     parts = [record.date or "undated"]
     if record.author:
-        parts.append(record.author)
+        parts.append(shown_label(record.author))
     if record.thread:
-        parts.append(f"thread {record.thread}")
+        parts.append(f"thread {shown_label(record.thread)}")
     parts.append(f"record {record.id}")
     return f"[{position}] " + " | ".join(parts)
 
 
+def shown_label(value: str) -> str:
+    """A label as a header shows it: on one line, with no field separator of its own."""
+    return _LABEL_BREAKS.sub(" ", value).replace("|", "\u00a6")
+
+
+def escape_body(
+    body: str, spans: tuple[tuple[int, int, int], ...] = ()
+) -> tuple[str, tuple[tuple[int, int, int], ...]]:
+    """``body`` with every line that would read as a header or a marker escaped (``\\[``),
+    and ``spans`` (body offset, record offset, length) moved to match. Unchanged, and the
+    same objects, when there is no such line."""
+    cuts = [match.end() for match in _HEADER_LIKE.finditer(body)]
+    if not cuts:
+        return body, spans
+    pieces, start = [], 0
+    for at in cuts:
+        pieces += [body[start:at], ESCAPE]
+        start = at
+    pieces.append(body[start:])
+    moved: list[tuple[int, int, int]] = []
+    for inside, source, length in spans:
+        # Split the span at each escape inside it; each part moves by the escapes before it.
+        edges = [inside] + [at for at in cuts if inside < at < inside + length] + [inside + length]
+        for begin, end in itertools.pairwise(edges):
+            before = sum(1 for at in cuts if at <= begin)
+            moved.append((begin + before * len(ESCAPE), source + begin - inside, end - begin))
+    return "".join(pieces), tuple(moved)
+
+
 def render_entry(
-    hit: Hit, position: int, style: EvidenceStyle, shown: Excerpt | None = None
+    hit: Hit,
+    position: int,
+    style: EvidenceStyle,
+    shown: Excerpt | None = None,
+    *,
+    escaped: bool = True,
 ) -> tuple[str, str]:
     """The entry as (head, body); the body is what a budget may cut. ``shown`` is what packing
-    chose to show of the record (whole when ``None``); an excerpt's marker line ends the head."""
+    chose to show of the record (whole when ``None``); an excerpt's marker line ends the head.
+    In the headers style the body's header-like lines are escaped (``escaped=False`` leaves
+    that to the caller, which moves the body's spans with it)."""
     head = f"{position}. " if style == "paper" else header(hit, position) + "\n"
-    if shown is None:
-        return head, hit.record.text
-    if shown.marker is not None:
+    body = hit.record.text if shown is None else shown.body
+    if shown is not None and shown.marker is not None:
         head += shown.marker + "\n"
-    return head, shown.body
+    if escaped and style == "headers":
+        body = escape_body(body)[0]
+    return head, body
 
 
 def _cut(
@@ -165,9 +222,11 @@ def render_evidence(
     used = 0
     for position, (hit, part) in enumerate(zip(hits, shown, strict=True), start=1):
         sep = SEPARATOR if pieces else ""
-        head, body = render_entry(hit, position, style, part)
-        entry = head + body
+        head, body = render_entry(hit, position, style, part, escaped=False)
         spans = (part or whole(hit.record.text)).spans
+        if style == "headers":
+            body, spans = escape_body(body, spans)
+        entry = head + body
         excerpt = part is not None and part.excerpt
         room = None if budget is None else budget - used - len(sep)
         cut = room is not None and len(entry) > room

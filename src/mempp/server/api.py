@@ -408,11 +408,12 @@ def export(
 )
 async def ingest(request: Request, principal: Writer) -> IngestOut:
     memory = await run_in_threadpool(_memory, request, principal)  # may load the encoder
-    kind = request.headers.get("content-type", JSONL).split(";")[0].strip().lower()
+    given = request.headers.get("content-type")
+    kind = None if given is None else given.split(";")[0].strip().lower()
     if kind not in upload.MEDIA_TYPES:
         raise Problem(
             415,
-            f"send JSON Lines as {JSONL} (got {kind})",
+            f"send JSON Lines as {JSONL} (got {kind or 'no Content-Type'})",
             field="Content-Type",
         )
     try:

@@ -12,7 +12,7 @@ The web pages live in ``mempp.server.web``; when that package is installed, its
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any
 
@@ -23,6 +23,7 @@ from starlette.routing import Route
 
 from mempp.server import api, problems
 from mempp.server.config import DEFAULT_MAX_BODY, DEFAULT_MAX_UPLOAD, ServeConfig
+from mempp.server.guard import Guard, configured_hosts
 from mempp.server.limits import BodyLimit
 from mempp.server.logs import ENV_FORMAT as ENV_LOG_FORMAT
 from mempp.server.logs import configure as configure_logs
@@ -66,7 +67,12 @@ def open_state(config: ServeConfig) -> ServerState:
 
 
 def build_app(config: ServeConfig) -> FastAPI:
-    return create_app(open_state(config), max_body=config.max_body, max_upload=config.max_upload)
+    return create_app(
+        open_state(config),
+        max_body=config.max_body,
+        max_upload=config.max_upload,
+        allowed_hosts=config.allowed_hosts,
+    )
 
 
 def app_from_environ() -> FastAPI:
@@ -83,12 +89,17 @@ def create_app(
     max_body: int = DEFAULT_MAX_BODY,
     max_upload: int = DEFAULT_MAX_UPLOAD,
     tracer_provider: Any = None,
+    allowed_hosts: Sequence[str] = (),
 ) -> FastAPI:
     """The app over ``state``: warming starts at startup, the state closes at shutdown,
-    after uvicorn has let in-flight requests finish. Traces go to ``tracer_provider`` (an
-    OpenTelemetry provider) when given, else to the OTLP endpoint the environment names, if
-    any (``mempp.server.tracing``)."""
+    after uvicorn has let in-flight requests finish. ``allowed_hosts`` (and
+    ``$MEMPP_ALLOWED_HOSTS``) are the names it answers to besides the loopback names and
+    the address it is bound to (see :mod:`mempp.server.guard`). Traces go to
+    ``tracer_provider`` (an OpenTelemetry provider) when given, else to the OTLP endpoint the
+    environment names, if any (``mempp.server.tracing``)."""
     from mempp import __version__
+
+    names = configured_hosts(allowed_hosts)  # a bad name fails before anything is served
 
     mcp_app = manager = None
     if mcp:
@@ -111,6 +122,10 @@ def create_app(
         description=DESCRIPTION,
         lifespan=lifespan,
         responses=problem_responses(500),
+        # FastAPI's /docs and /redoc load their scripts from a CDN: off. The schema stays at
+        # /openapi.json for any viewer run locally.
+        docs_url=None,
+        redoc_url=None,
     )
     app.state.mempp = state
     problems.install(app)
@@ -121,7 +136,9 @@ def create_app(
     app.add_middleware(BodyLimit, max_body=max_body, max_upload=max_upload)
     _problem_schema(app)
     _mount_web(app)
-    # Outermost, so every door's requests are counted, logged and traced, refusals included.
+    # The guard before observability: observability outermost, so every request is counted,
+    # logged and traced, the guard's refusals included; the guard before every door.
+    app.add_middleware(Guard, bind_host=state.host, allowed_hosts=names)
     metrics = Metrics(state)
     tracing = Tracing(tracer_provider) if tracer_provider is not None else from_environment()
     app.state.metrics = metrics
@@ -154,8 +171,8 @@ def _health_routes(app: FastAPI) -> None:
             raise Problem(503, "the database does not answer", headers={"Retry-After": "1"})
         if state.ready:
             return StatusOut(status="ready")
-        if state.warm_error is not None:
-            raise Problem(503, f"not ready: {state.warm_error}")
+        if state.warm_error is not None:  # its text (a path, a driver's) is in the log
+            raise Problem(503, "not ready: loading the store failed; the server log says why")
         raise Problem(503, "warming up: loading the encoder and the store's indexes")
 
 

@@ -41,6 +41,15 @@ def add_parser(commands: Any) -> None:
     serve.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"default {DEFAULT_PORT}")
     serve.add_argument("--workers", type=int, default=1, help="worker processes (default 1)")
     serve.add_argument(
+        "--allowed-host",
+        action="append",
+        default=[],
+        metavar="NAME[:PORT]",
+        help="a name the server answers to besides the loopback names and --host (repeatable; "
+        "e.g. the name a reverse proxy serves it under; also $MEMPP_ALLOWED_HOSTS, "
+        "comma-separated). Requests naming any other Host get a 421",
+    )
+    serve.add_argument(
         "--max-body",
         type=int,
         default=DEFAULT_MAX_BODY,
@@ -159,6 +168,9 @@ def _config(args: argparse.Namespace, location: str) -> ServeConfig:
             raise InvalidInput("--workers must be >= 1")
         if args.max_body < 1 or args.max_upload < 1:
             raise InvalidInput("--max-body and --max-upload must be >= 1")
+        from mempp.server.guard import configured_hosts
+
+        configured_hosts(args.allowed_host)  # a bad name fails before anything opens
     return ServeConfig(
         location=location,
         host=getattr(args, "host", "127.0.0.1"),
@@ -169,6 +181,7 @@ def _config(args: argparse.Namespace, location: str) -> ServeConfig:
         llm_model=args.model,
         max_body=getattr(args, "max_body", DEFAULT_MAX_BODY),
         max_upload=getattr(args, "max_upload", DEFAULT_MAX_UPLOAD),
+        allowed_hosts=tuple(getattr(args, "allowed_host", ())),
     )
 
 
@@ -197,11 +210,11 @@ def _serve(args: argparse.Namespace, config: ServeConfig) -> int:
         common["log_config"] = None  # keep the handlers just installed
     if args.workers == 1:
         app = build_app(config)  # refuses a keyless store on a public address, before binding
-        print(_banner(app.state.mempp, args.port), file=sys.stderr)
+        print(_banner(app.state.mempp, args.port, config), file=sys.stderr)
         uvicorn.run(app, **common)
         return EXIT_OK
     state = open_state(config)  # the same refusal, once, before the workers start
-    print(_banner(state, args.port), file=sys.stderr)
+    print(_banner(state, args.port, config), file=sys.stderr)
     state.close()
     os.environ[ENV_CONFIG] = config.to_json()
     # The workers must all read the web page's session cookies: one secret for all of them.
@@ -215,12 +228,15 @@ def _serve(args: argparse.Namespace, config: ServeConfig) -> int:
     return EXIT_OK
 
 
-def _banner(state: Any, port: int) -> str:
+def _banner(state: Any, port: int, config: ServeConfig) -> str:
+    from mempp.server.guard import answers_to, configured_hosts
+
     keys = "required" if state.keys_required else f"not required (scope {state.default_scope})"
+    names = answers_to(state.host, configured_hosts(config.allowed_hosts))
     # A PostgreSQL store's location is its URL without the password.
     return (
         f"mempp: serving {state.store.location} on http://{state.host}:{port} "
-        f"(API /v1, MCP /mcp, docs /docs; keys {keys})"
+        f"(API /v1, MCP /mcp; keys {keys}; answers to {names})"
     )
 
 

@@ -24,10 +24,13 @@ class ServeConfig:
     llm_model: str | None = None
     max_body: int = DEFAULT_MAX_BODY
     max_upload: int = DEFAULT_MAX_UPLOAD
+    allowed_hosts: tuple[str, ...] = ()  # names besides loopback's (a reverse proxy's)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))
 
     @classmethod
     def from_json(cls, text: str) -> ServeConfig:
-        return cls(**json.loads(text))
+        fields = json.loads(text)
+        fields["allowed_hosts"] = tuple(fields.get("allowed_hosts", ()))
+        return cls(**fields)

@@ -4,6 +4,13 @@ A key reads ``mempp_<key id>_<secret>``. The key id is public (it names the key 
 logs); the secret is 32 random bytes, shown once when the key is made. The store keeps only
 the SHA-256 of the secret: a fast hash is enough for a secret of that entropy, and checking
 it costs microseconds per request. Revoking marks the key; nothing is deleted.
+
+Logging in to the web pages makes a **session key**: a key of its own (same scope and
+role), labelled ``web session of <key id>``, whose token the session cookie carries instead
+of the key typed in. It is valid only while the key it was made from is active and for
+``SESSION_MAX_S`` after its creation; logging out revokes it, so a replayed cookie is dead
+on every server process at once (the store is what they share), and revoking a key ends
+every session made from it. ``mempp keys list`` leaves session keys out.
 """
 
 from __future__ import annotations
@@ -25,6 +32,8 @@ ROLES: tuple[Role, ...] = get_args(Role)
 PREFIX = "mempp"
 _TOKEN = re.compile(r"^mempp_([0-9a-f]{12})_([A-Za-z0-9_-]{43})$")
 _RANK = {role: rank for rank, role in enumerate(ROLES)}
+SESSION_LABEL = "web session of "  # + the id of the key logged in with
+SESSION_MAX_S = 12 * 3600  # how long a login lasts
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +72,12 @@ def create_key(
         raise InvalidInput(f"role must be one of {', '.join(ROLES)}, got {role!r}")
     if label is not None and "\x00" in label:
         raise InvalidInput("label contains a NUL character")
+    if label is not None and label.startswith(SESSION_LABEL):
+        raise InvalidInput(f"a label may not start with {SESSION_LABEL!r} (session keys do)")
+    return _make(store, scope, role, label)
+
+
+def _make(store: Store, scope: str, role: str, label: str | None) -> tuple[ApiKey, str]:
     keys = key_store(store)
     key_id = secrets.token_hex(6)
     secret = secrets.token_urlsafe(32)
@@ -71,8 +86,34 @@ def create_key(
     return key, f"{PREFIX}_{key_id}_{secret}"
 
 
-def list_keys(store: Store, scope: str | None = None) -> list[ApiKey]:
-    return key_store(store).api_keys(scope)
+def list_keys(store: Store, scope: str | None = None, *, sessions: bool = False) -> list[ApiKey]:
+    """The keys (of ``scope``), without the web's session keys unless ``sessions``."""
+    found = key_store(store).api_keys(scope)
+    return found if sessions else [key for key in found if not is_session(key)]
+
+
+def is_session(key: ApiKey) -> bool:
+    return bool(key.label and key.label.startswith(SESSION_LABEL))
+
+
+def create_session(store: Store, principal: Principal) -> str:
+    """A session key for a login with ``principal``'s key; its token (for the cookie)."""
+    parent = principal.key_id
+    found = key_store(store).api_key(parent)
+    if found is not None and is_session(found[0]):  # a session's token typed in: its root
+        parent = str(found[0].label)[len(SESSION_LABEL) :]
+    _, token = _make(store, principal.scope, principal.role, f"{SESSION_LABEL}{parent}")
+    return token
+
+
+def end_session(store: Store, token: str) -> None:
+    """Revoke the session key of ``token`` (a logout); any other token is left alone."""
+    match = _TOKEN.match(token)
+    if match is None or not supports_keys(store):
+        return
+    found = key_store(store).api_key(match.group(1))
+    if found is not None and is_session(found[0]) and authenticate(store, token) is not None:
+        key_store(store).revoke_key(match.group(1), _now())
 
 
 def revoke_key(store: Store, key_id: str) -> ApiKey:
@@ -93,7 +134,21 @@ def authenticate(store: Store, token: str) -> Principal | None:
     key, stored_hash = found
     if not hmac.compare_digest(stored_hash, _digest(match.group(2))) or key.revoked_at:
         return None
+    if is_session(key) and not _session_alive(store, key):
+        return None
     return Principal(key.key_id, key.scope, key.role)  # type: ignore[arg-type]
+
+
+def _session_alive(store: Store, key: ApiKey) -> bool:
+    """A session key holds while its parent key is active and it is younger than a login."""
+    parent = key_store(store).api_key(str(key.label)[len(SESSION_LABEL) :])
+    if parent is None or parent[0].revoked_at:
+        return False
+    try:
+        made = datetime.fromisoformat(key.created_at)
+    except ValueError:
+        return False
+    return (datetime.now(UTC) - made).total_seconds() < SESSION_MAX_S
 
 
 def has_keys(store: Store) -> bool:

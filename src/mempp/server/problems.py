@@ -6,6 +6,10 @@ and 409 when a correction finds a row changed since it was read.
 Every document has ``type``, ``title``, ``status`` and ``detail``; ``field`` names the
 offending input (``records.3.date``, ``k``) when there is one, and ``errors`` lists every
 one of them when validation found several.
+
+What a tenant reads never holds the server's file paths, SQL or a driver's or model's error
+text: a store, model or other operational failure is told as what failed and the request id
+(the guard's ``X-Request-Id``), and the server log keeps the whole message under that id.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from mempp.errors import InvalidInput, MemppError, RecordNotFound, StoreError, StoreUnavailable
 
 log = logging.getLogger("mempp.server")
+REQUEST_ID_KEY = "mempp.request_id"  # where the guard leaves a request's id in its scope
 
 PROBLEM_JSON = "application/problem+json"
 
@@ -35,6 +40,7 @@ TITLES = {
     409: "Conflict",
     413: "Content Too Large",
     415: "Unsupported Media Type",
+    421: "Misdirected Request",
     422: "Unprocessable Content",
     500: "Internal Server Error",
     502: "Bad Gateway",
@@ -91,8 +97,9 @@ def problem_response(problem: Problem) -> JSONResponse:
     )
 
 
-def problem_from_error(exc: MemppError) -> Problem:
-    """The problem a library error becomes (the CLI's exit-code classes)."""
+def problem_from_error(exc: MemppError, request_id: str | None = None) -> Problem:
+    """The problem a library error becomes (the CLI's exit-code classes). An operational
+    failure's own text goes to the log under ``request_id``, not to the client."""
     from mempp.llm import LLMError
     from mempp.store.base import StateConflict
 
@@ -102,14 +109,22 @@ def problem_from_error(exc: MemppError) -> Problem:
     if isinstance(exc, InvalidInput):
         return Problem(422, str(exc), field=field if isinstance(field, str) else None)
     if isinstance(exc, LLMError):  # the server has a model configured: it failed upstream
-        return Problem(502, f"the language model failed: {exc}")
+        return Problem(502, hidden("the language model failed", exc, request_id))
     if isinstance(exc, StateConflict):  # a row changed meanwhile: retry after reading
         return Problem(409, str(exc))
     if isinstance(exc, StoreUnavailable):  # the database is away: a retry is worth it soon
         return Problem(503, str(exc), headers={"Retry-After": str(exc.retry_after)})
     if isinstance(exc, StoreError):
-        return Problem(503, str(exc))
-    return Problem(503, str(exc))  # any other deliberate error: operational, like exit 1
+        return Problem(503, hidden("the store could not serve this request", exc, request_id))
+    # Any other deliberate error: operational, like exit 1.
+    return Problem(503, hidden("the server could not serve this request", exc, request_id))
+
+
+def hidden(what: str, exc: BaseException, request_id: str | None) -> str:
+    """``what`` failed, for the client; the log gets ``exc`` whole, under the request id."""
+    log.error("request %s: %s: %s", request_id or "-", what, exc)
+    where = f"request {request_id}; " if request_id else ""
+    return f"{what} ({where}the server log has the details)"
 
 
 def field_name(location: Sequence[str | int]) -> str:
@@ -153,9 +168,9 @@ def install(app: FastAPI) -> None:
         assert isinstance(exc, RequestValidationError)
         return problem_response(validation_problem(exc.errors()))
 
-    async def on_mempp(_: Request, exc: Exception) -> JSONResponse:
+    async def on_mempp(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, MemppError)
-        return problem_response(problem_from_error(exc))
+        return problem_response(problem_from_error(exc, request_id_of(request.scope)))
 
     async def on_http(_: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, StarletteHTTPException)
@@ -164,14 +179,30 @@ def install(app: FastAPI) -> None:
 
     async def on_crash(request: Request, exc: Exception) -> JSONResponse:
         # The traceback goes to the server's log, never to the client.
-        log.error("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
-        return problem_response(Problem(500, "internal error; the server log has the details"))
+        rid = request_id_of(request.scope)
+        log.error(
+            "request %s: unhandled error on %s %s",
+            rid or "-",
+            request.method,
+            request.url.path,
+            exc_info=exc,
+        )
+        where = f"request {rid}; " if rid else ""
+        return problem_response(
+            Problem(500, f"internal error ({where}the server log has the details)")
+        )
 
     app.add_exception_handler(Problem, on_problem)
     app.add_exception_handler(RequestValidationError, on_validation)
     app.add_exception_handler(MemppError, on_mempp)
     app.add_exception_handler(StarletteHTTPException, on_http)
     app.add_exception_handler(Exception, on_crash)
+
+
+def request_id_of(scope: Mapping[str, Any]) -> str | None:
+    """The id the guard (or a request log around it) gave this request; None outside both."""
+    found = scope.get(REQUEST_ID_KEY) or (scope.get("state") or {}).get("request_id")
+    return found if isinstance(found, str) else None
 
 
 def problem_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:

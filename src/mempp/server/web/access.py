@@ -13,7 +13,7 @@ import logging
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit
 
 from fastapi import HTTPException, Request, Response
 from fastapi.exceptions import RequestValidationError
@@ -22,7 +22,7 @@ from fastapi.routing import APIRoute
 from fastapi.templating import Jinja2Templates
 
 from mempp.errors import InvalidInput, MemppError, RecordNotFound, StoreError
-from mempp.server.problems import Problem
+from mempp.server.problems import Problem, hidden, request_id_of
 from mempp.server.web.session import COOKIE, MAX_AGE, Session, SessionCodec
 
 log = logging.getLogger(__name__)
@@ -158,17 +158,40 @@ def error_page(request: Request, error: WebError) -> Response:
 
 
 def _same_site_referer(request: Request) -> str | None:
+    """The path of the page the visitor came from, when it is a page of this server."""
     referer = request.headers.get("referer")
     if not referer:
         return None
-    base = str(request.base_url)
-    if not referer.startswith(base) or referer.rstrip("/") == str(request.url).rstrip("/"):
+    try:
+        came = urlsplit(referer)
+    except ValueError:
         return None
-    return "/" + referer[len(base) :]
+    here = request.url
+    # The netloc only: behind a TLS proxy the page was https while this request is http.
+    if came.scheme not in ("http", "https") or came.netloc.lower() != here.netloc.lower():
+        return None
+    path = same_origin_path(came.path + (f"?{came.query}" if came.query else ""))
+    if path is None or path.rstrip("/") == here.path.rstrip("/"):
+        return None
+    return path
 
 
-def as_web_error(exc: Exception) -> WebError:
-    """mempp's and the framework's errors as a page (anything else is a bug, logged)."""
+def same_origin_path(target: str | None) -> str | None:
+    """``target`` if it is a path on this site; None for anything a browser could read as
+    another host (``//host``, ``/\\host``, a scheme, control characters)."""
+    if not target or not target.startswith("/") or target.startswith("//"):
+        return None
+    if "\\" in target or any(ord(c) < 0x20 or ord(c) == 0x7F for c in target):
+        return None
+    return target
+
+
+def as_web_error(exc: Exception, request_id: str | None = None) -> WebError:
+    """mempp's and the framework's errors as a page (anything else is a bug, logged). A
+    store's or a model's failure is told without its text (paths, SQL, a driver's words):
+    the log has it under ``request_id``."""
+    from mempp.llm import LLMError
+
     if isinstance(exc, WebError):
         return exc
     if isinstance(exc, RecordNotFound):
@@ -176,7 +199,11 @@ def as_web_error(exc: Exception) -> WebError:
     if isinstance(exc, InvalidInput):
         return WebError(400, "Cannot read that", str(exc))
     if isinstance(exc, StoreError):
-        return WebError(503, "The store is unavailable", str(exc))
+        detail = hidden("the store could not serve this page", exc, request_id)
+        return WebError(503, "The store is unavailable", detail[0].upper() + detail[1:] + ".")
+    if isinstance(exc, LLMError):
+        detail = hidden("the language model failed", exc, request_id)
+        return WebError(502, "No answer", detail[0].upper() + detail[1:] + ".")
     if isinstance(exc, MemppError):
         return WebError(400, "Cannot do that", str(exc))
     if isinstance(exc, RequestValidationError):
@@ -189,8 +216,9 @@ def as_web_error(exc: Exception) -> WebError:
         return WebError(exc.status, "Cannot do that", exc.detail)
     if isinstance(exc, HTTPException):
         return WebError(exc.status_code, "Cannot do that", str(exc.detail))
-    log.exception("web page failed", exc_info=exc)
-    return WebError(500, "Something went wrong", "The server could not show this page.")
+    log.exception("request %s: web page failed", request_id or "-", exc_info=exc)
+    where = f" (request {request_id})" if request_id else ""
+    return WebError(500, "Something went wrong", f"The server could not show this page{where}.")
 
 
 class HTMLErrorRoute(APIRoute):
@@ -208,6 +236,6 @@ class HTMLErrorRoute(APIRoute):
                     target = "/"
                 return RedirectResponse(f"/login?next={quote(target, safe='')}", status_code=303)
             except Exception as exc:
-                return error_page(request, as_web_error(exc))
+                return error_page(request, as_web_error(exc, request_id_of(request.scope)))
 
         return guarded

@@ -18,6 +18,8 @@ from starlette.datastructures import UploadFile
 
 from mempp.dates import parse_as_of, parse_event_date
 from mempp.records import Hit, Record
+from mempp.server import keys
+from mempp.server.problems import request_id_of
 from mempp.server.web import forms
 from mempp.server.web.access import (
     HTMLErrorRoute,
@@ -28,6 +30,7 @@ from mempp.server.web.access import (
     codec,
     render,
     require,
+    same_origin_path,
     server_state,
     set_session_cookie,
     visitor,
@@ -100,15 +103,19 @@ def login(
         )
         set_session_cookie(request, response, sessions.dump(session))
         return response
-    # A fresh nonce at login: a token seen before logging in is worthless after.
+    # A fresh nonce at login: a token seen before logging in is worthless after. The cookie
+    # carries a session key of its own, which logout revokes.
+    token = keys.create_session(state.store, principal)
     response = RedirectResponse(_local(next), status_code=303)
-    set_session_cookie(request, response, sessions.dump(sessions.new(key.strip())))
+    set_session_cookie(request, response, sessions.dump(sessions.new(token)))
     return response
 
 
 @router.post("/logout")
 def logout(request: Request, who: Who, csrf: Annotated[str, Form()] = "") -> Response:
     check_csrf(request, who, csrf)
+    if who.session.token is not None:  # ended on the server: the cookie is dead everywhere
+        keys.end_session(server_state(request).store, who.session.token)
     response = RedirectResponse("/login" if who.keys_required else "/", status_code=303)
     response.delete_cookie(COOKIE, path="/")
     return response
@@ -116,9 +123,7 @@ def logout(request: Request, who: Who, csrf: Annotated[str, Form()] = "") -> Res
 
 def _local(target: str | None) -> str:
     """Only a path on this site may follow a login (no open redirect)."""
-    if not target or not target.startswith("/") or target.startswith("//") or "\\" in target:
-        return "/"
-    return target
+    return same_origin_path(target) or "/"
 
 
 # -- search ------------------------------------------------------------------------------
@@ -396,7 +401,7 @@ async def upload(request: Request, who: Who) -> Response:
             ]
             report = totals(await run_in_threadpool(ingest_files, memory, files))
     except Exception as exc:  # shown as the report's error, or as a page
-        error = as_web_error(exc)
+        error = as_web_error(exc, request_id_of(request.scope))
         if not fragment:
             raise error from None
         context = {"title": error.title, "message": error.message}

@@ -1,8 +1,10 @@
 """The web page's session cookie and CSRF tokens.
 
-A browser logs in once with an API key; the key travels in the cookie only encrypted and
-authenticated (Fernet: AES-128-CBC + HMAC-SHA256), so every request authenticates the key
-again through the server's own key check and a revoked key stops working at once. The cookie
+A browser logs in once with an API key; the server makes a session key from it
+(:func:`mempp.server.keys.create_session`), which travels in the cookie only encrypted and
+authenticated (Fernet: AES-128-CBC + HMAC-SHA256), so every request authenticates the session
+key again through the server's own key check: logging out revokes it (a replayed cookie gets
+the login page), and revoking the key logged in with ends its sessions. The cookie
 is HttpOnly, SameSite=Strict and expires. Each session holds a random nonce; the CSRF token in
 every form is an HMAC of that nonce, so a page from another site can neither read nor forge it.
 
@@ -25,9 +27,11 @@ from dataclasses import dataclass
 
 from cryptography.fernet import Fernet, InvalidToken
 
+from mempp.server.keys import SESSION_MAX_S
+
 COOKIE = "mempp_session"
 SECRET_ENV = "MEMPP_SESSION_SECRET"
-MAX_AGE = 12 * 3600  # seconds a login lasts
+MAX_AGE = SESSION_MAX_S  # seconds a login lasts
 
 
 @dataclass(frozen=True, slots=True)

@@ -31,6 +31,8 @@ from pathlib import Path
 
 import numpy as np
 
+from mempp.private import open_or_create
+
 try:
     import fcntl
 except ImportError:  # not POSIX: no file, every row comes from SQLite
@@ -58,7 +60,7 @@ class ExactFile:
         if fcntl is None or not hasattr(os, "pread"):
             return None
         try:
-            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
+            fd = open_or_create(path)  # a new one only its owner reads (mempp.private)
         except OSError:
             return None
         file = cls(fd, dim)

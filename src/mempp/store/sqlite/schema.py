@@ -25,6 +25,7 @@ from mempp.filters import Filters
 from mempp.index.bm25 import Bm25Index
 from mempp.index.tags import TagPostings
 from mempp.index.vectors import ExactVectorIndex
+from mempp.private import create_file
 from mempp.store.base import UNDATED_DEDUPE_KEY as UNDATED_KEY
 from mempp.store.migrations import Migration, newest, pending
 from mempp.store.sqlite.exact_file import ExactFile
@@ -385,6 +386,10 @@ class _SQLiteBase:
                 raise StoreError(f"cannot create {self.location}: folder {parent} does not exist")
             if Path(self.location).is_dir():
                 raise StoreError(f"{self.location} is a folder, not a database file")
+            # Made here, 0600, so that SQLite's WAL and shared-memory files, which copy the
+            # database's mode, are private too; an existing file keeps its mode.
+            with contextlib.suppress(OSError):  # a read-only folder: sqlite3 says why below
+                create_file(Path(self.location).expanduser())
         self._lock = threading.RLock()
         try:
             self._conn = sqlite3.connect(
