@@ -188,7 +188,7 @@ class Guard:
         # used as it is, and that middleware sends the header.
         outer = (scope.get("state") or {}).get("request_id")
         request_id = outer if isinstance(outer, str) else f"{self._prefix}-{next(self._ids)}"
-        scope = {**scope, REQUEST_ID_KEY: request_id}
+        scope[REQUEST_ID_KEY] = request_id  # in place: the router marks the route on it
         refusal = self.refusal(scope)
         stamped = _stamping(send, None if isinstance(outer, str) else request_id)
         if refusal is not None:
