@@ -23,6 +23,7 @@ from starlette.routing import Route
 
 from mempp.server import api, problems
 from mempp.server.config import DEFAULT_MAX_BODY, DEFAULT_MAX_UPLOAD, ServeConfig
+from mempp.server.idempotency import IdempotencyKeys
 from mempp.server.limits import BodyLimit
 from mempp.server.logs import ENV_FORMAT as ENV_LOG_FORMAT
 from mempp.server.logs import configure as configure_logs
@@ -118,6 +119,8 @@ def create_app(
     _health_routes(app)
     if mcp_app is not None:
         app.router.routes.append(Route("/mcp", endpoint=mcp_app, include_in_schema=False))
+    # Inside the size limit: a write's body is bounded before it is read to be fingerprinted.
+    app.add_middleware(IdempotencyKeys)
     app.add_middleware(BodyLimit, max_body=max_body, max_upload=max_upload)
     _problem_schema(app)
     _mount_web(app)
