@@ -231,3 +231,20 @@ def test_an_async_client_is_refused(tmp_path: Path) -> None:
                 MemppStore(memory=client)
 
     asyncio.run(build())
+
+
+def test_the_example_agent_graph_remembers_and_recalls(memory: Any) -> None:
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[1] / "examples" / "langgraph_agent.py"
+    spec = importlib.util.spec_from_file_location("langgraph_agent", path)
+    assert spec is not None and spec.loader is not None
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+    agent = example.build(MemppStore(memory=memory))
+    first = agent.invoke({"user": "ana", "message": "The launch plan is Friday."})
+    assert first["reply"] == "What I know about ana: nothing yet."
+    agent.invoke({"user": "bo", "message": "Bo likes the budget plan."})
+    again = agent.invoke({"user": "ana", "message": "When is the launch?"})
+    assert again["reply"] == "What I know about ana: The launch plan is Friday.."
+    assert MemppStore(memory=memory).list_namespaces() == [("users", "ana"), ("users", "bo")]
