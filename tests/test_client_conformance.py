@@ -146,7 +146,7 @@ def test_add_and_get_return_the_library_types(m: Any) -> None:
     assert m.get(third).tags == ("budget",)  # one string is one tag
     assert m.add("   ") == AddResult(None, "empty")
     again = m.add("The launch moves to Monday.", author="Bo", date="2024-04-02")
-    assert again == AddResult(None, "duplicate")
+    assert again == AddResult(None, "duplicate", duplicate_of=second)
     assert len(m) == 3
 
 

@@ -96,7 +96,7 @@ def test_a_repeated_key_replays_the_first_answer(served: Served) -> None:
         body = {"text": "The launch is on Friday.", "author": "Ana"}
         first = c.post("/v1/records", json=body, headers=headers)
         again = c.post("/v1/records", json=body, headers=headers)
-        assert first.json() == again.json() == {"id": 1, "skipped": None}
+        assert first.json() == again.json() == {"id": 1, "skipped": None, "duplicate_of": None}
         assert "idempotent-replayed" not in first.headers
         assert again.headers["idempotent-replayed"] == "true"
         assert served.stored() == 1

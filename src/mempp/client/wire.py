@@ -286,7 +286,7 @@ def export_line(line: bytes | str) -> Record:
 
 
 def add_result(d: Mapping[str, Any]) -> AddResult:
-    return AddResult(d["id"], d["skipped"])
+    return AddResult(d["id"], d["skipped"], d.get("duplicate_of"))
 
 
 def hit(d: Mapping[str, Any]) -> Hit:

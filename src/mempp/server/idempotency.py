@@ -18,8 +18,8 @@ transactional), so its retry runs again. Kept answers live in this process's mem
 ``ttl_s`` (24 h), at most ``max_entries`` of them and ``max_bytes`` of bodies, the oldest
 dropped first; a restart forgets them, and with ``mempp serve --workers N`` each worker has
 its own. A retry that reaches a server that forgot its key is run again: ``add`` then finds
-the record it stored the first time and answers ``skipped: "duplicate"`` (same text, author
-and event date), so the document is still stored once.
+the record it stored the first time and answers ``skipped: "duplicate"`` with that record's
+id in ``duplicate_of`` (same text, author and event date), so the document is stored once.
 """
 
 from __future__ import annotations
