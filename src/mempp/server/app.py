@@ -56,6 +56,11 @@ def open_state(config: ServeConfig) -> ServerState:
     llm = None
     if config.llm_base_url or os.environ.get(ENV_BASE_URL):
         llm = LLMClient.from_env(base_url=config.llm_base_url, model=config.llm_model)
+    oauth = None
+    if config.oauth_issuer or config.oauth_audience or os.environ.get("MEMPP_OAUTH_ISSUER"):
+        from mempp.server.oauth import from_environment
+
+        oauth = from_environment(config.oauth_issuer, config.oauth_audience)
     return ServerState(
         config.location,
         host=config.host,
@@ -63,6 +68,7 @@ def open_state(config: ServeConfig) -> ServerState:
         settings=config.preset,
         llm=llm,
         default_scope=config.scope,
+        oauth=oauth,
     )
 
 
@@ -134,6 +140,21 @@ def create_app(
 
 
 def _health_routes(app: FastAPI) -> None:
+    @app.get(
+        "/.well-known/oauth-protected-resource",
+        summary="OAuth protected-resource metadata (RFC 9728)",
+        description="Which authorization server issues tokens for this server, for MCP hosts "
+        "and other OAuth clients; 404 when the server takes API keys only.",
+        responses=problem_responses(404),
+    )
+    @app.get("/.well-known/oauth-protected-resource/mcp", include_in_schema=False)
+    @app.get("/.well-known/oauth-protected-resource/v1", include_in_schema=False)
+    def protected_resource(request: Request) -> dict[str, Any]:
+        oauth = app.state.mempp.oauth
+        if oauth is None:
+            raise Problem(404, "this server takes API keys only: no OAuth is configured")
+        return oauth.metadata(str(request.base_url))  # type: ignore[no-any-return]
+
     @app.get(
         "/healthz",
         response_model=StatusOut,

@@ -24,6 +24,8 @@ class ServeConfig:
     llm_model: str | None = None
     max_body: int = DEFAULT_MAX_BODY
     max_upload: int = DEFAULT_MAX_UPLOAD
+    oauth_issuer: str | None = None  # else $MEMPP_OAUTH_ISSUER (mempp.server.oauth)
+    oauth_audience: str | None = None  # else $MEMPP_OAUTH_AUDIENCE
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))
