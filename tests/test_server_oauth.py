@@ -232,3 +232,25 @@ def test_keys_that_cannot_be_fetched_refuse_every_token(tmp_path: Path) -> None:
                 c.get("/v1/info", headers={"Authorization": f"Bearer {token}"}).json()["scope"]
                 == "team-a"
             )
+
+
+def test_the_options_and_the_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from mempp.errors import InvalidInput
+    from mempp.server.app import open_state
+    from mempp.server.config import ServeConfig
+    from mempp.server.oauth import from_environment
+
+    monkeypatch.delenv("MEMPP_OAUTH_ISSUER", raising=False)
+    monkeypatch.delenv("MEMPP_OAUTH_AUDIENCE", raising=False)
+    assert from_environment(None, None) is None
+    with pytest.raises(InvalidInput, match="give --oauth-audience too"):
+        from_environment("https://auth.example", None)
+    monkeypatch.setenv("MEMPP_OAUTH_ISSUER", "https://auth.example/")
+    monkeypatch.setenv("MEMPP_OAUTH_AUDIENCE", AUDIENCE)
+    config = ServeConfig(str(tmp_path / "m.db"), host="0.0.0.0")
+    state = open_state(config)  # a public address without keys: OAuth guards it
+    try:
+        assert state.oauth is not None and state.oauth.issuer == "https://auth.example"
+        assert state.keys_required
+    finally:
+        state.close()
