@@ -229,7 +229,14 @@ def test_ask_with_an_llm_cites_records(tmp_path) -> None:
             first = add(c, "The launch is on Friday.", author="Ana", date="2024-03-01")
             fake.reply(json.dumps({"answer": "Friday", "citations": [first, 777]}))
             answer = c.post("/v1/ask", json={"question": "when is the launch?"}).json()
-            assert answer == {"answer": "Friday", "citations": [first], "evidence": [first]}
+            assert answer == {
+                "answer": "Friday",
+                "citations": [first],
+                "evidence": [first],
+                "citations_from_text": False,
+                "dropped_citations": [777],
+                "as_of": None,
+            }
             assert "The launch is on Friday." in fake.requests[0].body["messages"][1]["content"]
             fake.error(500)
             fake.error(500)

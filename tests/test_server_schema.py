@@ -70,6 +70,7 @@ def test_every_operation_conforms_and_never_5xx(tmp_path: Path, mode: Generation
         assert without_input <= {
             "GET /healthz",
             "GET /readyz",
+            "GET /.well-known/oauth-protected-resource",
             "GET /v1/info",
             "GET /v1/corrections",
             "POST /v1/ingest",

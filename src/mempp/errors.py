@@ -58,3 +58,12 @@ class RecordNotFound(MemppError, KeyError):
     def __str__(self) -> str:
         # KeyError would print the message in quotes, as if it were the missing key.
         return str(self.args[0]) if self.args else "record not found"
+
+
+class Unauthorized(MemppError):
+    """The server wants a valid API key (HTTP 401): none was sent, or it is unknown or
+    revoked."""
+
+
+class Forbidden(MemppError):
+    """The API key is valid but its role does not allow the call (HTTP 403)."""

@@ -39,7 +39,6 @@ from starlette.requests import ClientDisconnect
 
 from mempp.llm.consolidate import history as runs_of
 from mempp.memory import Memory
-from mempp.search.packing import PackingOptions
 from mempp.server import ingest as upload
 from mempp.server.problems import Problem, problem_responses
 from mempp.server.schemas import (
@@ -184,7 +183,9 @@ def evidence(body: EvidenceIn, request: Request, principal: Reader) -> EvidenceO
         packing=body.packing(),
         **body.filter_args(),
     )
-    return EvidenceOut.model_validate(block.to_dict())
+    out = block.to_dict()
+    out["rows"] = [{**row.to_dict(), "spans": list(row.spans)} for row in block.rows]
+    return EvidenceOut.model_validate(out)
 
 
 @router.post(
@@ -210,10 +211,12 @@ def ask(body: AskIn, request: Request, principal: Reader) -> AnswerOut:
         k=body.k,
         llm=llm,
         budget=body.budget,
-        packing=PackingOptions() if body.pack else None,
+        packing=body.packing(),
         **body.filter_args(),
     )
-    return AnswerOut(**answer.to_dict())
+    return AnswerOut(
+        **answer.to_dict(), dropped_citations=answer.dropped_citations, as_of=answer.as_of
+    )
 
 
 @router.post(

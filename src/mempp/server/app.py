@@ -24,6 +24,7 @@ from starlette.routing import Route
 from mempp.server import api, problems
 from mempp.server.config import DEFAULT_MAX_BODY, DEFAULT_MAX_UPLOAD, ServeConfig
 from mempp.server.guard import Guard, configured_hosts
+from mempp.server.idempotency import IdempotencyKeys
 from mempp.server.limits import BodyLimit
 from mempp.server.logs import ENV_FORMAT as ENV_LOG_FORMAT
 from mempp.server.logs import configure as configure_logs
@@ -56,6 +57,11 @@ def open_state(config: ServeConfig) -> ServerState:
     llm = None
     if config.llm_base_url or os.environ.get(ENV_BASE_URL):
         llm = LLMClient.from_env(base_url=config.llm_base_url, model=config.llm_model)
+    oauth = None
+    if config.oauth_issuer or config.oauth_audience or os.environ.get("MEMPP_OAUTH_ISSUER"):
+        from mempp.server.oauth import from_environment
+
+        oauth = from_environment(config.oauth_issuer, config.oauth_audience)
     return ServerState(
         config.location,
         host=config.host,
@@ -63,6 +69,7 @@ def open_state(config: ServeConfig) -> ServerState:
         settings=config.preset,
         llm=llm,
         default_scope=config.scope,
+        oauth=oauth,
     )
 
 
@@ -133,6 +140,8 @@ def create_app(
     _health_routes(app)
     if mcp_app is not None:
         app.router.routes.append(Route("/mcp", endpoint=mcp_app, include_in_schema=False))
+    # Inside the size limit: a write's body is bounded before it is read to be fingerprinted.
+    app.add_middleware(IdempotencyKeys)
     app.add_middleware(BodyLimit, max_body=max_body, max_upload=max_upload)
     _problem_schema(app)
     _mount_web(app)
@@ -148,6 +157,21 @@ def create_app(
 
 
 def _health_routes(app: FastAPI) -> None:
+    @app.get(
+        "/.well-known/oauth-protected-resource",
+        summary="OAuth protected-resource metadata (RFC 9728)",
+        description="Which authorization server issues tokens for this server, for MCP hosts "
+        "and other OAuth clients; 404 when the server takes API keys only.",
+        responses=problem_responses(404),
+    )
+    @app.get("/.well-known/oauth-protected-resource/mcp", include_in_schema=False)
+    @app.get("/.well-known/oauth-protected-resource/v1", include_in_schema=False)
+    def protected_resource(request: Request) -> dict[str, Any]:
+        oauth = app.state.mempp.oauth
+        if oauth is None:
+            raise Problem(404, "this server takes API keys only: no OAuth is configured")
+        return oauth.metadata(str(request.base_url))  # type: ignore[no-any-return]
+
     @app.get(
         "/healthz",
         response_model=StatusOut,

@@ -62,6 +62,18 @@ def add_parser(commands: Any) -> None:
         help=f"largest JSON Lines upload to /v1/ingest in bytes (default {DEFAULT_MAX_UPLOAD})",
     )
     serve.add_argument(
+        "--oauth-issuer",
+        default=None,
+        metavar="URL",
+        help="also accept bearer JWTs from this OAuth issuer (default: $MEMPP_OAUTH_ISSUER)",
+    )
+    serve.add_argument(
+        "--oauth-audience",
+        default=None,
+        metavar="AUD",
+        help="the audience those tokens must name (default: $MEMPP_OAUTH_AUDIENCE)",
+    )
+    serve.add_argument(
         "--log-level",
         default="info",
         choices=("critical", "error", "warning", "info", "debug"),
@@ -182,6 +194,8 @@ def _config(args: argparse.Namespace, location: str) -> ServeConfig:
         max_body=getattr(args, "max_body", DEFAULT_MAX_BODY),
         max_upload=getattr(args, "max_upload", DEFAULT_MAX_UPLOAD),
         allowed_hosts=tuple(getattr(args, "allowed_host", ())),
+        oauth_issuer=getattr(args, "oauth_issuer", None),
+        oauth_audience=getattr(args, "oauth_audience", None),
     )
 
 

@@ -25,6 +25,8 @@ class ServeConfig:
     max_body: int = DEFAULT_MAX_BODY
     max_upload: int = DEFAULT_MAX_UPLOAD
     allowed_hosts: tuple[str, ...] = ()  # names besides loopback's (a reverse proxy's)
+    oauth_issuer: str | None = None  # else $MEMPP_OAUTH_ISSUER (mempp.server.oauth)
+    oauth_audience: str | None = None  # else $MEMPP_OAUTH_AUDIENCE
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))

@@ -29,6 +29,7 @@ from mcp.server.transport_security import TransportSecuritySettings
 from mcp_types import ToolAnnotations
 from pydantic import BaseModel, Field, ValidationError
 from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from mempp.errors import MemppError
@@ -378,7 +379,8 @@ class AuthenticatedMCP:
                 None,
             )
             try:
-                who = await run_in_threadpool(principal_of, self.state, header)
+                base = str(Request(scope).base_url)  # where a challenge points
+                who = await run_in_threadpool(principal_of, self.state, header, base)
             except Problem as problem:
                 await problem_response(problem)(scope, receive, send)
                 return

@@ -258,7 +258,14 @@ class AskIn(FiltersIn):
     question: Query
     k: int = Field(50, ge=1, le=MAX_K, description="Records of evidence to retrieve.")
     budget: int = Field(40_000, ge=1, le=MAX_BUDGET, description="Most characters of evidence.")
-    pack: bool = Field(False, description="Long records below the best-ranked as excerpts.")
+    pack: PackIn | bool = Field(
+        False,
+        description="Long records below the best-ranked as excerpts: true for the default "
+        "packing, or its options; false: whole records.",
+    )
+
+    def packing(self) -> PackingOptions | None:
+        return EvidenceIn.packing(self)  # type: ignore[arg-type]
 
 
 def _check_reason(value: str) -> str:
@@ -411,6 +418,11 @@ class EvidenceRowOut(BaseModel):
     truncated: bool
     excerpt: bool
     shown: int | None
+    spans: list[tuple[int, int, int]] = Field(
+        default_factory=list,
+        description="Where the record's text sits in the entry: [offset in the entry, offset "
+        "in the record, length] per contiguous piece.",
+    )
 
 
 class EvidenceOut(BaseModel):
@@ -422,6 +434,13 @@ class AnswerOut(BaseModel):
     answer: str
     citations: list[int] = Field(description="Ids of the records the answer rests on.")
     evidence: list[int] = Field(description="Ids of every record the model was shown.")
+    citations_from_text: bool = Field(
+        False, description="The reply had no citation list: read from 'record N' mentions."
+    )
+    dropped_citations: list[int | str] = Field(
+        default_factory=list, description="What the model cited but was not shown."
+    )
+    as_of: str | None = Field(None, description="The as-of bound the answer was asked under.")
 
 
 class HistoryEntryOut(RecordOut):

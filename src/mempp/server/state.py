@@ -41,6 +41,7 @@ from mempp.store import Store, open_store
 
 if TYPE_CHECKING:
     from mempp.llm import LLMClient
+    from mempp.server.oauth import OAuthVerifier
 
 __all__ = ["Principal", "Role", "ServerState", "is_loopback", "principal_for", "require"]
 
@@ -76,15 +77,16 @@ class ServerState:
         settings: Settings | str = "default",
         llm: LLMClient | None = None,
         default_scope: str = DEFAULT_SCOPE,
+        oauth: OAuthVerifier | None = None,
     ) -> None:
         self.store: Store = location if isinstance(location, Store) else open_store(location)
         try:
             self._keys_seen = keys.has_keys(self.store)
-            if not self._keys_seen and not is_loopback(host):
+            if not self._keys_seen and not is_loopback(host) and oauth is None:
                 raise InvalidInput(
                     f"refusing to serve {self.store.location} on {host}, a non-loopback address, "
-                    "without API keys: create one with `mempp keys create --scope S --role R` "
-                    "or listen on 127.0.0.1"
+                    "without API keys: create one with `mempp keys create --scope S --role R`, "
+                    "configure OAuth (--oauth-issuer, --oauth-audience) or listen on 127.0.0.1"
                 )
             self.default_scope = Memory(self.store, scope=default_scope).scope  # validated
         except BaseException:
@@ -93,6 +95,7 @@ class ServerState:
         self.host = host
         self.settings = settings
         self.llm = llm
+        self.oauth = oauth  # bearer JWTs of this issuer, beside the API keys (server.oauth)
         self._embedder = embedder
         self._lock = threading.Lock()
         self._memories: dict[str, Memory] = {}
@@ -106,7 +109,7 @@ class ServerState:
     def keys_required(self) -> bool:
         if not self._keys_seen:  # a key made meanwhile (by `mempp keys create`) closes the door
             self._keys_seen = keys.has_keys(self.store)
-        return self._keys_seen or not is_loopback(self.host)
+        return self._keys_seen or self.oauth is not None or not is_loopback(self.host)
 
     def memory(self, scope: str) -> Memory:
         with self._lock:
@@ -157,6 +160,8 @@ class ServerState:
             self._warmer.join(timeout=10)
         if self.llm is not None:
             self.llm.close()
+        if self.oauth is not None:
+            self.oauth.close()
 
     # -- internals --------------------------------------------------------------------
     def _shared_embedder(self) -> Embedder:
@@ -187,32 +192,48 @@ def bearer_token(authorization: str | None) -> str | None:
     return token.strip()
 
 
-def principal_of(state: ServerState, authorization: str | None) -> Principal:
-    """The principal an ``Authorization`` header stands for, or the 401 problem."""
+def principal_of(
+    state: ServerState, authorization: str | None, base_url: str | None = None
+) -> Principal:
+    """The principal an ``Authorization`` header stands for, or the 401 problem. With OAuth
+    configured, a bearer JWT is checked by ``state.oauth`` and every challenge points to the
+    protected-resource metadata under ``base_url``."""
     if not state.keys_required:
         return state.local_principal()
     token = bearer_token(authorization)
+    oauth = state.oauth
     if token is None:
+        what = "an API key or an OAuth bearer token" if oauth else "an API key"
         raise Problem(
             401,
-            "an API key is required: send 'Authorization: Bearer <key>'",
+            f"{what} is required: send 'Authorization: Bearer <key>'",
             field="Authorization",
-            headers={"WWW-Authenticate": "Bearer"},
+            headers={"WWW-Authenticate": oauth.challenge(base_url) if oauth else "Bearer"},
         )
+    if oauth is not None:
+        from mempp.server.oauth import looks_like_jwt  # loaded already: oauth is one
+
+        if looks_like_jwt(token):
+            return oauth.principal(token, base_url)
     principal = state.authenticate(token)
     if principal is None:
+        challenge = 'Bearer error="invalid_token"'
+        if oauth is not None:
+            challenge = oauth.challenge(base_url, "invalid_token", "unknown or revoked API key")
         raise Problem(
             401,
             "the API key is unknown or revoked",
             field="Authorization",
-            headers={"WWW-Authenticate": 'Bearer error="invalid_token"'},
+            headers={"WWW-Authenticate": challenge},
         )
     return principal
 
 
 def principal_for(request: Request) -> Principal:
     """FastAPI dependency: the request's principal (401 problem without a valid key)."""
-    return principal_of(state_of(request), request.headers.get("authorization"))
+    return principal_of(
+        state_of(request), request.headers.get("authorization"), str(request.base_url)
+    )
 
 
 def check_role(principal: Principal, needed: Role) -> None:
