@@ -18,7 +18,9 @@ async function main(base: string | undefined): Promise<number> {
   }
   const problems = checkOpenApi(await response.json());
   for (const problem of problems) console.error(problem);
-  console.log(problems.length ? `${problems.length} disagreements with ${url}` : `the client agrees with ${url}`);
+  console.log(
+    problems.length ? `${problems.length} disagreements with ${url}` : `the client agrees with ${url}`,
+  );
   return problems.length ? 1 : 0;
 }
 

@@ -4,13 +4,7 @@
  * where a repeat cannot store twice: reads, and writes sent with an `Idempotency-Key`.
  */
 
-import {
-  ConnectionFailed,
-  MemppError,
-  Timeout,
-  Unavailable,
-  errorFor,
-} from "./errors.js";
+import { ConnectionFailed, MemppError, Timeout, Unavailable, errorFor } from "./errors.js";
 import {
   JSONL,
   ROUTES,
@@ -364,7 +358,10 @@ export class MemppClient {
       if (timedOut) {
         throw new Timeout(`${method} ${url}: no answer within ${timeoutMs} ms`, 0, undefined, { cause });
       }
-      const why = cause instanceof Error ? (cause.cause as Error | undefined)?.message ?? cause.message : String(cause);
+      const why =
+        cause instanceof Error
+          ? ((cause.cause as Error | undefined)?.message ?? cause.message)
+          : String(cause);
       throw new ConnectionFailed(`${method} ${url}: ${why}`, 0, undefined, { cause });
     }
   }
@@ -375,26 +372,36 @@ async function* lines(response: Response): AsyncGenerator<ExportedRecord, void, 
   if (!response.body) return;
   const decoder = new TextDecoder();
   let pending = "";
-  let line = 0;
+  let number = 0;
   const parse = (text: string): ExportedRecord => {
-    line += 1;
     try {
       return JSON.parse(text) as ExportedRecord;
     } catch (cause) {
-      throw new MemppError(`export line ${line} is not JSON`, response.status, undefined, { cause });
+      throw new MemppError(`export line ${number} is not JSON`, response.status, undefined, { cause });
     }
   };
-  for await (const chunk of response.body as unknown as AsyncIterable<Uint8Array>) {
-    pending += decoder.decode(chunk, { stream: true });
-    let cut = pending.indexOf("\n");
-    while (cut >= 0) {
-      const text = pending.slice(0, cut);
-      pending = pending.slice(cut + 1);
-      if (text.trim() !== "") yield parse(text);
-      cut = pending.indexOf("\n");
+  // A reader, not `for await`: not every browser's ReadableStream is async-iterable.
+  const reader = response.body.getReader();
+  let finished = false;
+  try {
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      pending += decoder.decode(value, { stream: true });
+      for (let cut = pending.indexOf("\n"); cut >= 0; cut = pending.indexOf("\n")) {
+        const text = pending.slice(0, cut);
+        pending = pending.slice(cut + 1);
+        number += 1;
+        if (text.trim() !== "") yield parse(text);
+      }
     }
+    finished = true;
+  } finally {
+    // A caller that stops early (break, an error) releases the connection.
+    if (!finished) await reader.cancel().catch(() => undefined);
   }
   pending += decoder.decode();
+  number += 1;
   if (pending.trim() !== "") yield parse(pending);
 }
 

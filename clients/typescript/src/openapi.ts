@@ -14,7 +14,10 @@ import type { Field, ObjectType, Type } from "./schema.js";
 import { JSONL, Problem, ROUTES, type Route } from "./wire.js";
 
 type Schema = Record<string, unknown>;
-type Doc = { paths?: Record<string, Record<string, Schema>>; components?: { schemas?: Record<string, Schema> } };
+type Doc = {
+  paths?: Record<string, Record<string, Schema>>;
+  components?: { schemas?: Record<string, Schema> };
+};
 type Side = "client" | "server";
 
 const JSON_MEDIA = "application/json";
@@ -59,7 +62,9 @@ export function checkOpenApi(doc: unknown): string[] {
       if (!param) problems.push(`${where}: no query parameter ${q.name}`);
       else compare(problems, `${where} query ${q.name}`, q.type, toType(param), "client");
     }
-    const content = (operation.requestBody as Schema | undefined)?.content as Record<string, Schema> | undefined;
+    const content = (operation.requestBody as Schema | undefined)?.content as
+      | Record<string, Schema>
+      | undefined;
     if (route.body) {
       const schema = content?.[JSON_MEDIA]?.schema as Schema | undefined;
       if (!schema) problems.push(`${where}: the server takes no JSON body`);
@@ -79,8 +84,9 @@ export function checkOpenApi(doc: unknown): string[] {
       problems.push(`${where}: no ${route.responseMedia} 200 response`);
     }
     for (const status of route.errors) {
-      const schema = (responses[String(status)]?.content as Record<string, Schema> | undefined)?.[PROBLEM_MEDIA]
-        ?.schema as Schema | undefined;
+      const schema = (responses[String(status)]?.content as Record<string, Schema> | undefined)?.[
+        PROBLEM_MEDIA
+      ]?.schema as Schema | undefined;
       if (!schema) problems.push(`${where}: status ${status} is not documented as a problem document`);
       else compare(problems, `${where} ${status}`, toType(schema), Problem, "server");
     }
@@ -155,7 +161,8 @@ function fits(path: string, from: Type, to: Type, client: Side): string[] {
     }
     return best ?? [`${path}: ${describe(from)} is not one of ${describe(to)}`];
   }
-  if (to.kind === "json" && (from.kind === "json" || from.kind === "map" || from.kind === "object")) return [];
+  if (to.kind === "json" && (from.kind === "json" || from.kind === "map" || from.kind === "object"))
+    return [];
   if (from.kind === "enum" && to.kind === "string") return [];
   if (from.kind === "integer" && to.kind === "number") return [];
   if (from.kind !== to.kind) return [`${path}: ${describe(from)} where ${describe(to)} is expected`];
@@ -163,7 +170,9 @@ function fits(path: string, from: Type, to: Type, client: Side): string[] {
     case "enum": {
       const allowed = new Set((to as typeof from).values);
       const extra = from.values.filter((v) => !allowed.has(v));
-      return extra.length ? [`${path}: ${extra.map((v) => JSON.stringify(v)).join(", ")} not in ${describe(to)}`] : [];
+      return extra.length
+        ? [`${path}: ${extra.map((v) => JSON.stringify(v)).join(", ")} not in ${describe(to)}`]
+        : [];
     }
     case "array":
     case "map":
@@ -180,12 +189,14 @@ function fitsObject(path: string, from: ObjectType, to: ObjectType, client: Side
   const clientSide = client === "client" ? from : to;
   const serverSide = client === "client" ? to : from;
   for (const name of Object.keys(clientSide.fields)) {
-    if (!(name in serverSide.fields)) found.push(`${path}.${name}: the server's ${serverSide.name} has no such field`);
+    if (!(name in serverSide.fields))
+      found.push(`${path}.${name}: the server's ${serverSide.name} has no such field`);
   }
   for (const [name, target] of Object.entries(to.fields)) {
     const source = from.fields[name];
     if (!source) {
-      if (!target.optional && name in serverSide.fields) found.push(`${path}.${name}: required but never given`);
+      if (!target.optional && name in serverSide.fields)
+        found.push(`${path}.${name}: required but never given`);
       continue;
     }
     if (!target.optional && source.optional) {

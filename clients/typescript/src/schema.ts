@@ -69,7 +69,11 @@ export function object<const F extends Readonly<Record<string, FieldSpec>>>(name
   for (const [key, value] of Object.entries(spec)) {
     fields[key] = "optional" in value ? (value as Field) : req(value as Type);
   }
-  return { kind: "object", name, fields } as { kind: "object"; name: string; fields: { [K in keyof F]: AsField<F[K]> } };
+  return { kind: "object", name, fields } as {
+    kind: "object";
+    name: string;
+    fields: { [K in keyof F]: AsField<F[K]> };
+  };
 }
 
 type Simplify<T> = { [K in keyof T]: T[K] } & {};

@@ -35,8 +35,20 @@ before(async () => {
   assert.equal(plan.skipped, null);
   ids.plan = plan.id!;
   const [moved, budget] = await admin.addMany([
-    { text: "Atlas launch moved to April 2 after the security review.", author: "bob", date: "2024-03-05", tags: ["atlas", "launch"], thread: "atlas-planning" },
-    { text: "The Atlas budget is 40,000 euros for the first quarter.", author: "carol", date: "2024-01-15", tags: ["atlas", "budget"], metadata: { ticket: "FIN-7" } },
+    {
+      text: "Atlas launch moved to April 2 after the security review.",
+      author: "bob",
+      date: "2024-03-05",
+      tags: ["atlas", "launch"],
+      thread: "atlas-planning",
+    },
+    {
+      text: "The Atlas budget is 40,000 euros for the first quarter.",
+      author: "carol",
+      date: "2024-01-15",
+      tags: ["atlas", "budget"],
+      metadata: { ticket: "FIN-7" },
+    },
   ]);
   ids.moved = moved!.id!;
   ids.budget = budget!.id!;
@@ -72,7 +84,10 @@ describe("the OpenAPI check", () => {
       /archive: .* body\.ticket: required but never given/,
     ];
     for (const pattern of expect) {
-      assert.ok(problems.some((p) => pattern.test(p)), `${pattern} not in:\n${problems.join("\n")}`);
+      assert.ok(
+        problems.some((p) => pattern.test(p)),
+        `${pattern} not in:\n${problems.join("\n")}`,
+      );
     }
   });
 });
@@ -93,7 +108,10 @@ describe("reads", () => {
     assert.deepEqual(record.metadata, { ticket: "FIN-7" });
     assert.equal(record.state, "active");
     const many = await admin.getMany([ids.moved!, ids.plan!, ids.moved!]);
-    assert.deepEqual(many.map((r) => r.id), [ids.moved, ids.plan]);
+    assert.deepEqual(
+      many.map((r) => r.id),
+      [ids.moved, ids.plan],
+    );
   });
 
   test("search ranks, and as_of keeps later revisions out", async () => {
@@ -105,9 +123,15 @@ describe("reads", () => {
     assert.ok(february.some((h) => h.id === ids.plan));
     assert.ok(!february.some((h) => h.id === ids.moved), "a record dated 2024-03-05 passed as_of 2024-02-15");
     const bob = await admin.search("Atlas launch", { author: "bob" });
-    assert.deepEqual(bob.map((h) => h.id), [ids.moved]);
+    assert.deepEqual(
+      bob.map((h) => h.id),
+      [ids.moved],
+    );
     const budget = await admin.search("Atlas", { tags: ["budget"] });
-    assert.deepEqual(budget.map((h) => h.id), [ids.budget]);
+    assert.deepEqual(
+      budget.map((h) => h.id),
+      [ids.budget],
+    );
   });
 
   test("known_at keeps out what the memory had not received by then", async () => {
@@ -115,7 +139,10 @@ describe("reads", () => {
     await new Promise((resolve) => setTimeout(resolve, 50));
     const moment = new Date().toISOString();
     await new Promise((resolve) => setTimeout(resolve, 50));
-    const late = await admin.add("Atlas retrospective: the launch went well.", { author: "dave", date: "2024-04-20" });
+    const late = await admin.add("Atlas retrospective: the launch went well.", {
+      author: "dave",
+      date: "2024-04-20",
+    });
     assert.ok(Date.parse((await admin.get(late.id!)).ingested_at) > Date.parse(moment));
     const then = await admin.search("Atlas launch", { known_at: moment, k: 10 });
     assert.ok(then.some((h) => h.id === ids.plan));
@@ -130,7 +157,10 @@ describe("reads", () => {
     assert.match(block.text, new RegExp(`record ${ids.budget}`));
     assert.ok(block.text.length <= 2000);
     assert.ok(block.rows.some((r) => r.id === ids.budget));
-    const old = await admin.evidence("Atlas launch", { as_of: "2024-02-15", pack: { threshold: 400, cap: 300, passage: 200 } });
+    const old = await admin.evidence("Atlas launch", {
+      as_of: "2024-02-15",
+      pack: { threshold: 400, cap: 300, passage: 200 },
+    });
     assert.ok(!old.rows.some((r) => r.id === ids.moved));
   });
 
@@ -147,7 +177,10 @@ describe("reads", () => {
 
   test("changes lists what entered a window", async () => {
     const march = await admin.changes("2024-03-01", "2024-03-31");
-    assert.deepEqual(march.entered.map((r) => r.id), [ids.moved]);
+    assert.deepEqual(
+      march.entered.map((r) => r.id),
+      [ids.moved],
+    );
     assert.equal(march.since.slice(0, 10), "2024-03-01");
   });
 
@@ -164,7 +197,10 @@ describe("reads", () => {
 
 describe("writes", () => {
   test("add reports a duplicate with the record it repeats", async () => {
-    const again = await admin.add("The launch of Atlas is planned for March 10.", { author: "alice", date: "2024-02-01" });
+    const again = await admin.add("The launch of Atlas is planned for March 10.", {
+      author: "alice",
+      date: "2024-02-01",
+    });
     assert.equal(again.id, null);
     assert.equal(again.skipped, "duplicate");
     assert.equal(again.duplicate_of, ids.plan);
@@ -226,7 +262,10 @@ describe("errors", () => {
         return true;
       },
     );
-    await assert.rejects(admin.search("x", { k: 0 }), (e: unknown) => e instanceof InvalidInput && e.field === "k");
+    await assert.rejects(
+      admin.search("x", { k: 0 }),
+      (e: unknown) => e instanceof InvalidInput && e.field === "k",
+    );
     await assert.rejects(
       admin.search("x", { since: "2024-03-01", as_of: "2024-02-01" }),
       (e: unknown) => e instanceof InvalidInput && e.field === "since",
@@ -258,7 +297,10 @@ describe("errors", () => {
 
   test("Forbidden when the key's role does not allow it (403)", async () => {
     const reader = new MemppClient({ baseUrl: served.url, apiKey: served.keys.read });
-    await assert.rejects(reader.add("a reader may not write"), (e: unknown) => e instanceof Forbidden && e.status === 403);
+    await assert.rejects(
+      reader.add("a reader may not write"),
+      (e: unknown) => e instanceof Forbidden && e.status === 403,
+    );
     const writer = new MemppClient({ baseUrl: served.url, apiKey: served.keys.write });
     assert.ok((await writer.add("a writer may add, about Orion.")).id);
     await assert.rejects(writer.archive(ids.plan!, "not allowed"), Forbidden);

@@ -45,7 +45,8 @@ async function mempp(db: string, args: string[]): Promise<string> {
 
 async function createKey(db: string, scope: string, role: string): Promise<string> {
   const out = JSON.parse(await mempp(db, ["keys", "create", "--scope", scope, "--role", role, "--json"]));
-  if (typeof out.token !== "string") throw new Error(`mempp keys create printed no token: ${JSON.stringify(out)}`);
+  if (typeof out.token !== "string")
+    throw new Error(`mempp keys create printed no token: ${JSON.stringify(out)}`);
   return out.token;
 }
 

@@ -25,20 +25,32 @@ let base: string;
 let script: Answer[] = [];
 let seen: Seen[] = [];
 
-const problem = (status: number, detail: string, headers: Record<string, string> = {}): Answer => (res) => {
-  res.writeHead(status, { "content-type": "application/problem+json", ...headers });
-  res.end(JSON.stringify({ type: "about:blank", title: "x", status, detail }));
-};
-const ok = (body: unknown): Answer => (res) => {
-  res.writeHead(200, { "content-type": "application/json" });
-  res.end(JSON.stringify(body));
-};
+const problem =
+  (status: number, detail: string, headers: Record<string, string> = {}): Answer =>
+  (res) => {
+    res.writeHead(status, { "content-type": "application/problem+json", ...headers });
+    res.end(JSON.stringify({ type: "about:blank", title: "x", status, detail }));
+  };
+const ok =
+  (body: unknown): Answer =>
+  (res) => {
+    res.writeHead(200, { "content-type": "application/json" });
+    res.end(JSON.stringify(body));
+  };
 const stall: Answer = () => {
   // never answers: the client's timeout must end the attempt
 };
 const drop: Answer = (_res, req) => req.socket.destroy();
 
-const INFO = { scope: "s", records: 0, active: 0, archived: 0, encoder: null, schema_version: 1, role: "admin" };
+const INFO = {
+  scope: "s",
+  records: 0,
+  active: 0,
+  archived: 0,
+  encoder: null,
+  schema_version: 1,
+  role: "admin",
+};
 const ADDED = { id: 7, skipped: null, duplicate_of: null };
 
 before(async () => {
@@ -161,7 +173,10 @@ test("a dropped connection is a ConnectionFailed, retried for reads", async () =
 });
 
 test("paths, query strings and bodies are the ones the API defines", async () => {
-  script = [ok([]), ok({ run_id: 1, operation: "archive", record_ids: [3], by: null, reason: "r", actor: "k", at: "t" })];
+  script = [
+    ok([]),
+    ok({ run_id: 1, operation: "archive", record_ids: [3], by: null, reason: "r", actor: "k", at: "t" }),
+  ];
   const c = client();
   await c.getMany([3, 4]);
   await c.archive(3, "r");
@@ -170,4 +185,37 @@ test("paths, query strings and bodies are the ones the API defines", async () =>
   assert.deepEqual(JSON.parse(seen[1]!.body), { reason: "r" });
   assert.throws(() => c.get(0), /not a record id/);
   assert.throws(() => new MemppClient({ baseUrl: "" }), /baseUrl is required/);
+});
+
+test("export yields each JSON line as it arrives, across chunk boundaries, and names a bad line", async () => {
+  const rows = [1, 2, 3].map((id) => ({ id, text: `record ${id} – é`, state: "active" }));
+  const body = rows.map((r) => JSON.stringify(r) + "\n").join("");
+  const bytes = Buffer.from(body);
+  script = [
+    (res) => {
+      res.writeHead(200, { "content-type": "application/x-ndjson" });
+      // Cut inside a line and inside a multi-byte character.
+      const cuts = [5, bytes.indexOf(Buffer.from("é")) + 1, bytes.length - 3];
+      let at = 0;
+      const next = () => {
+        const cut = cuts.shift();
+        if (cut === undefined) return void res.end(bytes.subarray(at));
+        res.write(bytes.subarray(at, cut));
+        at = cut;
+        setTimeout(next, 20);
+      };
+      next();
+    },
+    (res) => {
+      res.writeHead(200, { "content-type": "application/x-ndjson" });
+      res.end('{"id": 1}\n\nnot json\n');
+    },
+  ];
+  const got = [];
+  for await (const line of client().export({ activeOnly: true })) got.push(line);
+  assert.deepEqual(got, rows);
+  assert.equal(seen[0]!.url, "/v1/export?active_only=true");
+  const broken = client().export();
+  assert.deepEqual((await broken.next()).value, { id: 1 });
+  await assert.rejects(broken.next(), /export line 3 is not JSON/);
 });
