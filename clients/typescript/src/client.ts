@@ -86,6 +86,8 @@ interface Sent {
   disarm: () => void;
   /** Disarms the timeout and unlinks the caller's signal. */
   done: () => void;
+  /** Whether the attempt's timeout fired (while the body was read). */
+  timedOut: () => boolean;
 }
 
 const DEFAULT_TIMEOUT_MS = 30_000;
@@ -150,22 +152,22 @@ export class MemppClient {
   }
 
   /** Record that record `by` supersedes record `id` (role admin). */
-  supersede(id: number, by: number, reason: string, options?: CallOptions): Promise<Correction> {
+  async supersede(id: number, by: number, reason: string, options?: CallOptions): Promise<Correction> {
     return this.json(write(recordPath(ROUTES.supersede.path, id), { by, reason }), options);
   }
 
   /** Take a record out of every search; it stays in the store (role admin, undoable). */
-  archive(id: number, reason: string, options?: CallOptions): Promise<Correction> {
+  async archive(id: number, reason: string, options?: CallOptions): Promise<Correction> {
     return this.json(write(recordPath(ROUTES.archive.path, id), { reason }), options);
   }
 
   /** Erase a record's content for good; a tombstone stays (role admin, not undoable). */
-  redact(id: number, reason: string, options?: CallOptions): Promise<Correction> {
+  async redact(id: number, reason: string, options?: CallOptions): Promise<Correction> {
     return this.json(write(recordPath(ROUTES.redact.path, id), { reason }), options);
   }
 
   /** Undo a correction or consolidation run (role admin). */
-  undo(runId: number, options?: CallOptions): Promise<UndoResult> {
+  async undo(runId: number, options?: CallOptions): Promise<UndoResult> {
     const path = ROUTES.undo.path.replace("{run_id}", String(checkId(runId, "runId")));
     return this.json({ method: "POST", path, read: false }, options);
   }
@@ -173,12 +175,12 @@ export class MemppClient {
   // -- reads ----------------------------------------------------------------------------------
 
   /** One record whole, in any state (`Memory.get`). */
-  get(id: number, options?: CallOptions): Promise<MemoryRecord> {
+  async get(id: number, options?: CallOptions): Promise<MemoryRecord> {
     return this.json({ method: "GET", path: recordPath(ROUTES.get.path, id), read: true }, options);
   }
 
   /** Records whole, in the order asked (repeats once); RecordNotFound names the first missing. */
-  getMany(ids: readonly number[], options?: CallOptions): Promise<MemoryRecord[]> {
+  async getMany(ids: readonly number[], options?: CallOptions): Promise<MemoryRecord[]> {
     const query = new URLSearchParams();
     ids.forEach((id, i) => query.append("id", String(checkId(id, `ids.${i}`))));
     return this.json({ method: "GET", path: ROUTES.getMany.path, query, read: true }, options);
@@ -258,16 +260,30 @@ export class MemppClient {
   // -- transport ------------------------------------------------------------------------------
 
   private async json<T>(call: Call, options?: CallOptions): Promise<T> {
-    const { response, done } = await this.send(call, options);
+    const sent = await this.send(call, options);
+    let text: string;
     try {
-      return (await response.json()) as T;
+      text = await sent.response.text();
     } catch (cause) {
       if (options?.signal?.aborted) throw options.signal.reason ?? cause;
-      throw new Timeout(`${call.method} ${call.path}: the answer stopped arriving`, 0, undefined, {
-        cause,
-      });
+      const what = `${call.method} ${call.path}: the answer stopped arriving`;
+      throw sent.timedOut()
+        ? new Timeout(`${what} within the timeout`, 0, undefined, { cause })
+        : new ConnectionFailed(what, 0, undefined, { cause });
     } finally {
-      done();
+      sent.done();
+    }
+    try {
+      return JSON.parse(text) as T;
+    } catch (cause) {
+      throw new MemppError(
+        `${call.method} ${call.path}: the answer is not JSON`,
+        sent.response.status,
+        undefined,
+        {
+          cause,
+        },
+      );
     }
   }
 
@@ -351,7 +367,7 @@ export class MemppClient {
     };
     try {
       const response = await this.fetchImpl(url, { method, headers, body, signal: controller.signal });
-      return { response, done, disarm: () => clearTimeout(timer) };
+      return { response, done, disarm: () => clearTimeout(timer), timedOut: () => timedOut };
     } catch (cause) {
       done();
       if (signal?.aborted) throw signal.reason ?? cause;
@@ -423,7 +439,12 @@ function recordPath(template: string, id: number): string {
 }
 
 async function readBody(response: Response): Promise<unknown> {
-  const text = await response.text();
+  let text: string;
+  try {
+    text = await response.text();
+  } catch {
+    return ""; // the status still says what went wrong
+  }
   const kind = response.headers.get("content-type") ?? "";
   if (kind.includes("json")) {
     try {

@@ -9,7 +9,14 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from "node:net";
 import { after, before, beforeEach, test } from "node:test";
 
-import { ConnectionFailed, InvalidInput, MemppClient, Timeout, Unavailable } from "../src/index.js";
+import {
+  ConnectionFailed,
+  InvalidInput,
+  MemppClient,
+  MemppError,
+  Timeout,
+  Unavailable,
+} from "../src/index.js";
 
 interface Seen {
   method: string;
@@ -183,7 +190,8 @@ test("paths, query strings and bodies are the ones the API defines", async () =>
   assert.equal(seen[0]!.url, "/v1/records?id=3&id=4");
   assert.equal(seen[1]!.url, "/v1/records/3/archive");
   assert.deepEqual(JSON.parse(seen[1]!.body), { reason: "r" });
-  assert.throws(() => c.get(0), /not a record id/);
+  await assert.rejects(c.get(0), /not a record id/);
+  await assert.rejects(c.getMany([1, 2.5]), /ids\.1: not a record id/);
   assert.throws(() => new MemppClient({ baseUrl: "" }), /baseUrl is required/);
 });
 
@@ -218,4 +226,28 @@ test("export yields each JSON line as it arrives, across chunk boundaries, and n
   const broken = client().export();
   assert.deepEqual((await broken.next()).value, { id: 1 });
   await assert.rejects(broken.next(), /export line 3 is not JSON/);
+});
+
+test("a 200 that is not JSON, and an answer whose body stalls, are raised as such", async () => {
+  script = [
+    (res) => {
+      res.writeHead(200, { "content-type": "text/html" });
+      res.end("<html>a proxy's page</html>");
+    },
+    (res) => {
+      res.writeHead(200, { "content-type": "application/json" });
+      res.write('{"scope": "s", ');
+      // the rest never comes: the attempt's timeout covers the body too
+    },
+  ];
+  await assert.rejects(client().info(), (e: unknown) => {
+    assert.ok(e instanceof MemppError && !(e instanceof Timeout));
+    assert.match(e.message, /GET \/v1\/info: the answer is not JSON/);
+    return true;
+  });
+  await assert.rejects(client({ timeoutMs: 300 }).info(), (e: unknown) => {
+    assert.ok(e instanceof Timeout);
+    assert.match(e.message, /stopped arriving/);
+    return true;
+  });
 });
