@@ -50,7 +50,8 @@ async function createKey(db: string, scope: string, role: string): Promise<strin
   return out.token;
 }
 
-export async function startMempp(scope = "team"): Promise<Served> {
+/** `serveArgs` go after `serve` (e.g. `--llm-base-url URL --model NAME`). */
+export async function startMempp(scope = "team", serveArgs: readonly string[] = []): Promise<Served> {
   const dir = mkdtempSync(join(tmpdir(), "mempp-ts-"));
   const db = join(dir, "memory.db");
   // One at a time: each opens the store (the first creates it).
@@ -61,7 +62,20 @@ export async function startMempp(scope = "team"): Promise<Served> {
   let output = "";
   const child: ChildProcess = spawn(
     PYTHON,
-    ["-m", "mempp", "--db", db, "--scope", scope, "serve", "--host", "127.0.0.1", "--port", String(port)],
+    [
+      "-m",
+      "mempp",
+      "--db",
+      db,
+      "--scope",
+      scope,
+      "serve",
+      "--host",
+      "127.0.0.1",
+      "--port",
+      String(port),
+      ...serveArgs,
+    ],
     { env: process.env, stdio: ["ignore", "pipe", "pipe"] },
   );
   child.stdout?.on("data", (chunk: Buffer) => (output += chunk.toString()));
