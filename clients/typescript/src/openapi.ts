@@ -62,6 +62,14 @@ export function checkOpenApi(doc: unknown): string[] {
       if (!param) problems.push(`${where}: no query parameter ${q.name}`);
       else compare(problems, `${where} query ${q.name}`, q.type, toType(param), "client");
     }
+    const sent = new Set([...(route.pathParams ?? []), ...(route.query ?? []).map((q) => q.name)]);
+    for (const param of (operation.parameters ?? []) as Schema[]) {
+      if (param.required === true && !sent.has(String(param.name))) {
+        problems.push(
+          `${where}: the server requires the ${String(param.in)} parameter ${String(param.name)}`,
+        );
+      }
+    }
     const content = (operation.requestBody as Schema | undefined)?.content as
       | Record<string, Schema>
       | undefined;

@@ -74,6 +74,9 @@ describe("the OpenAPI check", () => {
     doc.components.schemas.CorrectionOut.properties.operation.enum.push("merge");
     doc.components.schemas.CorrectionIn.required = ["reason", "ticket"];
     doc.components.schemas.CorrectionIn.properties.ticket = { type: "string" };
+    doc.paths["/v1/info"].get.parameters = [
+      { name: "tenant", in: "query", required: true, schema: { type: "string" } },
+    ];
     const problems = checkOpenApi(doc);
     const expect = [
       /changes: POST \/v1\/changes: no such route/,
@@ -82,6 +85,7 @@ describe("the OpenAPI check", () => {
       /search: .* body\.k: integer where string is expected/,
       /corrections: .*"merge" not in enum/,
       /archive: .* body\.ticket: required but never given/,
+      /info: GET \/v1\/info: the server requires the query parameter tenant/,
     ];
     for (const pattern of expect) {
       assert.ok(
