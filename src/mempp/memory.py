@@ -20,8 +20,8 @@ import numpy as np
 
 from mempp import validate
 from mempp.dates import DateLike, key_to_datetime, parse_as_of
-from mempp.encoders import Embedder, default_embedder
-from mempp.errors import EncoderMismatch, InvalidDate, InvalidInput, RecordNotFound
+from mempp.encoders import Embedder, default_embedder, mismatch
+from mempp.errors import InvalidDate, InvalidInput, RecordNotFound
 from mempp.filters import NO_FILTERS, Filters
 from mempp.records import AddResult, Document, Hit, Record
 from mempp.search import stages
@@ -302,10 +302,7 @@ class Memory:
             return None
         embedder = self.embedder
         if stored != (embedder.name, embedder.dim):
-            raise EncoderMismatch(
-                f"{self._store.location} holds vectors of encoder {stored[0]} ({stored[1]}-d); "
-                f"this Memory uses {embedder.name} ({embedder.dim}-d)"
-            )
+            raise mismatch(self._store.location, stored, embedder.name, embedder.dim)
         held = self._questions.get(embedder.name, question)
         if held is not None:  # asked again: no encoder, and no thread to run it on
             return held

@@ -11,7 +11,8 @@ from typing import Any
 import numpy as np
 
 from mempp.dates import now_key
-from mempp.errors import EncoderMismatch, StoreError
+from mempp.encoders import mismatch
+from mempp.errors import StoreError
 from mempp.records import AddResult, Document, Record, State, text_hash
 from mempp.store.base import UNDATED_DEDUPE_KEY as UNDATED
 from mempp.store.base import dedupe_date
@@ -165,10 +166,7 @@ class _RecordsMixin(_PostgresBase):
                 )
                 return
         if (found["encoder"], int(found["dim"])) != (name, dim):
-            raise EncoderMismatch(
-                f"{self.location} holds vectors of encoder {found['encoder']} "
-                f"({found['dim']}-d); this Memory uses {name} ({dim}-d)"
-            )
+            raise mismatch(self.location, (found["encoder"], int(found["dim"])), name, dim)
 
     def _bound_dim(self) -> int | None:
         bound = self.encoder()

@@ -12,7 +12,8 @@ from datetime import UTC, datetime
 import numpy as np
 
 from mempp.dates import now_key
-from mempp.errors import EncoderMismatch, StoreError
+from mempp.encoders import mismatch
+from mempp.errors import StoreError
 from mempp.records import AddResult, Document, Record, State, text_hash
 from mempp.store.base import UNDATED_DEDUPE_KEY, dedupe_date
 from mempp.store.sqlite.schema import _SQLiteBase, describe_failure
@@ -72,10 +73,7 @@ class _RecordsMixin(_SQLiteBase):
                 )
                 return
         if (found["encoder"], int(found["dim"])) != (name, dim):
-            raise EncoderMismatch(
-                f"{self.location} holds vectors of encoder {found['encoder']} "
-                f"({found['dim']}-d); this Memory uses {name} ({dim}-d)"
-            )
+            raise mismatch(self.location, (found["encoder"], int(found["dim"])), name, dim)
 
     # -- write path -------------------------------------------------------------------
     def find_duplicates(self, scope: str, docs: Sequence[Document]) -> list[int | None]:
