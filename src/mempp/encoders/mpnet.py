@@ -27,8 +27,8 @@ import numpy as np
 from safetensors.numpy import load_file
 from tokenizers import Encoding, Tokenizer
 
-from mempp.blas import one_blas_thread
 from mempp.encoders.minilm import EncoderUnavailable, _cores, _gelu_
+from mempp.threads.blas import one_blas_thread
 
 __all__ = ["MPNetEmbedder"]
 
