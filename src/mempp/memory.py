@@ -24,6 +24,9 @@ from mempp.encoders import Embedder, default_embedder, mismatch
 from mempp.errors import InvalidDate, InvalidInput, RecordNotFound
 from mempp.filters import NO_FILTERS, Filters
 from mempp.records import AddResult, Document, Hit, Record
+from mempp.reembed import DEFAULT_BATCH as DEFAULT_REEMBED_BATCH
+from mempp.reembed import ReembedReport
+from mempp.reembed import reembed as reembed_store
 from mempp.search import stages
 from mempp.search.evidence import Evidence, EvidenceStyle, append_facts, render_evidence
 from mempp.search.packing import PackingOptions
@@ -434,6 +437,27 @@ class Memory:
         full-text index against the records, a vector for every record, the append-only
         triggers. See docs/architecture.md, "What the database enforces"."""
         return self._store.verify()  # type: ignore[attr-defined, no-any-return]
+
+    def reembed(
+        self,
+        embedder: Embedder,
+        *,
+        batch: int = DEFAULT_REEMBED_BATCH,
+        restart: bool = False,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> ReembedReport:
+        """Re-encode the whole store (every scope) with ``embedder`` and switch it over in one
+        step; this Memory then uses ``embedder``. Searches, here and in other processes, use
+        the old vectors until the switch. Resumable: a run stopped at any point continues
+        from the rows it had not staged when called again with the same encoder. See
+        :mod:`mempp.reembed`."""
+        report = reembed_store(
+            self._store, embedder, batch=batch, restart=restart, progress=progress
+        )
+        with self._embedder_lock:
+            self._embedder = embedder  # questions are held per encoder name: none go stale
+            self._encoder_bound = True
+        return report
 
     # -- time and truth (mempp.timeline) ------------------------------------------------
     def history(

@@ -75,6 +75,7 @@ from mempp.store.postgres.graph import _GraphMixin
 from mempp.store.postgres.keys import _KeysMixin
 from mempp.store.postgres.legs import _LegsMixin
 from mempp.store.postgres.nearest import EF_SEARCH_CEILING, VECTORS_MAX_ROWS
+from mempp.store.postgres.reembed import _ReembedMixin
 from mempp.store.postgres.schema import BM25_MAX_ROWS, HNSW_MAX_DIM, MIGRATIONS
 from mempp.store.postgres.timeline import _TimelineMixin
 from mempp.store.postgres.verify import _VerifyMixin
@@ -101,6 +102,7 @@ __all__ = [
 
 class PostgresStore(
     _LegsMixin,
+    _ReembedMixin,
     _ErasureMixin,
     _TimelineMixin,
     _GraphMixin,
