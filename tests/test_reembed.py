@@ -275,3 +275,32 @@ def test_kill_9_mid_run_then_resume(engine_location: str) -> None:  # noqa: F811
     expected = KeywordEmbedder(NEW).embed([f"alpha beta row {i}" for i in range(400)])
     np.testing.assert_allclose(vectors, expected, atol=1e-6)
     memory.close()
+
+
+def test_cli_reembed_to_mpnet_then_search(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    from mempp.encoders import mpnet_parts
+
+    try:
+        mpnet_parts.model_dir()
+    except Exception as exc:  # EncoderUnavailable: the parts are not installed
+        pytest.skip(str(exc))
+    from mempp.cli.main import main
+
+    db = str(tmp_path / "cli.db")
+    assert main(["--db", db, "add", "The quarterly budget review moved to Friday"]) == 0
+    assert main(["--db", db, "add", "Launch checklist for the Q3 release"]) == 0
+    assert main(["--db", db, "reembed", "--encoder", "minilm"]) == 2  # already its encoder
+    assert "already encoded by all-MiniLM-L6-v2/256" in capsys.readouterr().err
+    assert main(["--db", db, "reembed", "--encoder", "mpnet", "--batch", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "re-encoded 2 rows with all-mpnet-base-v2/384 (768-d" in out
+    assert "--encoder mpnet" in out
+    assert main(["--db", db, "search", "budget"]) == 1  # the default encoder is refused
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "open it with `--encoder mpnet`" in err
+    assert main(["--db", db, "--encoder", "mpnet", "search", "budget meeting", "-k", "1"]) == 0
+    assert "#1" in capsys.readouterr().out
+    assert main(["--db", db, "verify"]) == 0
+    assert "every one of 2 records has a 768-d vector" in capsys.readouterr().out
+    assert main(["--db", db, "reembed", "--abandon"]) == 0
+    assert "no re-encoding under way" in capsys.readouterr().out
