@@ -417,11 +417,16 @@ MIGRATIONS: tuple[Migration, ...] = (
                 embedding vector NOT NULL)""",
             # As migration 6's guard, with one more way through: inside the switch's
             # transaction (mempp.reembed_switching set locally), a row's vector may become
-            # the one staged for it, everything else of the row staying as it is.
+            # the one staged for it, everything else of the row staying as it is, and only
+            # for the table's owner (who may drop the triggers anyway; the switch alters the
+            # table, which needs ownership too): a role that may only write rows gains
+            # nothing from the setting.
             """CREATE OR REPLACE FUNCTION mempp_guard_content() RETURNS trigger
             LANGUAGE plpgsql AS $$
             BEGIN
                 IF coalesce(current_setting('mempp.reembed_switching', true), '') = 'on'
+                   AND pg_has_role((SELECT relowner FROM pg_class WHERE oid = TG_RELID),
+                                   'MEMBER')
                    AND NEW.embedding = (SELECT v.embedding FROM reembed_vectors v
                                         WHERE v.record_id = OLD.id)
                    AND (NEW.id, NEW.scope, NEW.text, NEW.text_hash, NEW.ingested_at,
