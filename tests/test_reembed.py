@@ -304,3 +304,22 @@ def test_cli_reembed_to_mpnet_then_search(tmp_path: Path, capsys: pytest.Capture
     assert "every one of 2 records has a 768-d vector" in capsys.readouterr().out
     assert main(["--db", db, "reembed", "--abandon"]) == 0
     assert "no re-encoding under way" in capsys.readouterr().out
+
+
+def test_same_width_switch_refuses_a_writer_bound_before_it(
+    engine_location: str,  # noqa: F811
+) -> None:
+    memory = _fill(engine_location)
+    writer = Memory(engine_location, embedder=KeywordEmbedder(OLD))
+    writer.add("alpha before the switch")  # bound: this writer checked its encoder once
+    same_width = KeywordEmbedder(["delta", "launch", "budget"])  # 4-d, another encoder
+    memory.reembed(same_width)
+    if "://" in engine_location:
+        from mempp.store.postgres.records import ENCODER_RECHECK_S
+
+        time.sleep(ENCODER_RECHECK_S + 0.05)
+    with pytest.raises(EncoderMismatch, match="mempp reembed"):
+        writer.add("alpha after the switch, with the old encoder")
+    assert all(check.ok for check in memory.verify())
+    writer.close()
+    memory.close()

@@ -223,6 +223,10 @@ class Memory:
             if not self._encoder_bound:
                 self._store.bind_encoder(embedder.name, embedder.dim)
                 self._encoder_bound = True
+            elif (bound := self._store.encoder()) != (embedder.name, embedder.dim):
+                # Re-encoded by another process since (mempp reembed): refuse, as on open.
+                assert bound is not None
+                raise mismatch(self._store.location, bound, embedder.name, embedder.dim)
             with stage(stages.WRITE, rows=len(fresh)):
                 stored = self._store.insert(self.scope, [docs[i] for i in fresh], vectors)
             for i, result in zip(fresh, stored, strict=True):
