@@ -323,3 +323,54 @@ def test_same_width_switch_refuses_a_writer_bound_before_it(
     assert all(check.ok for check in memory.verify())
     writer.close()
     memory.close()
+
+
+def _fail_the_switch(memory: Memory, on: bool) -> None:
+    """Make the switch's last statement fail (its binding of the new encoder), after it has
+    rewritten every vector: the whole transaction must roll back."""
+    store = memory.store
+    if "://" in store.location:
+        with store._connection() as conn:  # type: ignore[attr-defined]
+            if on:
+                conn.execute(
+                    """CREATE FUNCTION test_refuse_bind() RETURNS trigger LANGUAGE plpgsql AS $$
+                       BEGIN RAISE EXCEPTION 'switch failed on purpose'; END $$"""
+                )
+                conn.execute(
+                    """CREATE TRIGGER test_refuse_bind BEFORE UPDATE ON mempp_meta FOR EACH ROW
+                       WHEN (NEW.key = 'encoder') EXECUTE FUNCTION test_refuse_bind()"""
+                )
+            else:
+                conn.execute("DROP TRIGGER test_refuse_bind ON mempp_meta")
+                conn.execute("DROP FUNCTION test_refuse_bind()")
+        return
+    conn = store._conn  # type: ignore[attr-defined]
+    if on:
+        conn.execute(
+            """CREATE TEMP TRIGGER test_refuse_bind BEFORE UPDATE ON mempp_meta
+               WHEN new.key = 'encoder' BEGIN SELECT RAISE(ABORT, 'switch failed'); END"""
+        )
+    else:
+        conn.execute("DROP TRIGGER temp.test_refuse_bind")
+
+
+def test_a_switch_that_fails_half_way_changes_nothing(
+    engine_location: str,  # noqa: F811
+) -> None:
+    memory = _fill(engine_location)
+    ids, before = memory.store.current_vectors(memory.scope)
+    _fail_the_switch(memory, on=True)
+    with pytest.raises(StoreError, match="switch failed"):
+        memory.reembed(KeywordEmbedder(NEW), batch=3)
+    _fail_the_switch(memory, on=False)
+    assert memory.store.encoder() == (KeywordEmbedder(OLD).name, 4)
+    after_ids, after = memory.store.current_vectors(memory.scope)
+    assert after_ids.tolist() == ids.tolist()
+    np.testing.assert_array_equal(after, before)  # every vector as it was
+    status = memory.store.reembed_status()
+    assert status is not None and status.pending == 0  # the staged set is kept
+    assert all(check.ok for check in memory.verify())
+    report = memory.reembed(KeywordEmbedder(NEW))
+    assert (report.resumed, report.encoded) == (7, 0)
+    assert memory.store.encoder() == (KeywordEmbedder(NEW).name, 7)
+    memory.close()
