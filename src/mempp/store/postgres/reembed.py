@@ -44,7 +44,7 @@ class _ReembedMixin(_RecordsMixin, _BulkMixin):
             return self._reembed_status(conn)
 
     @staticmethod
-    def _reembed_status(conn: Any) -> ReembedStatus | None:
+    def _reembed_target(conn: Any) -> tuple[str, int] | None:
         meta = dict(
             conn.execute(
                 "SELECT key, value FROM mempp_meta WHERE key = ANY(%s)", (_TARGET_KEYS,)
@@ -52,12 +52,20 @@ class _ReembedMixin(_RecordsMixin, _BulkMixin):
         )
         if "reembed_encoder" not in meta:
             return None
+        return meta["reembed_encoder"], int(meta["reembed_dim"])
+
+    @classmethod
+    def _reembed_status(cls, conn: Any) -> ReembedStatus | None:
+        """The target and its counts (every row is counted: not per batch)."""
+        target = cls._reembed_target(conn)
+        if target is None:
+            return None
         staged, total = conn.execute(
             f"""SELECT (SELECT count(*) FROM reembed_vectors v JOIN records r ON r.id = v.record_id
                         WHERE {_NOT_ERASED}),
                        (SELECT count(*) FROM records r WHERE {_NOT_ERASED})"""
         ).fetchone()
-        return ReembedStatus(meta["reembed_encoder"], int(meta["reembed_dim"]), staged, total)
+        return ReembedStatus(target[0], target[1], staged, total)
 
     @staticmethod
     def _drop_staging(conn: Any) -> None:
@@ -128,14 +136,14 @@ class _ReembedMixin(_RecordsMixin, _BulkMixin):
             conn.execute(
                 "SELECT pg_advisory_xact_lock_shared(%s, %s)", (_LOCK_CLASS_SCHEMA, _REEMBED_LOCK)
             )
-            status = self._reembed_status(conn)
-            if status is None:
+            target = self._reembed_target(conn)
+            if target is None:
                 raise InvalidInput(f"{self.location}: no re-encoding is under way")
             matrix = np.ascontiguousarray(vectors, dtype=np.float32)
-            if len(ids) and (matrix.ndim != 2 or matrix.shape[1] != status.dim):
+            if len(ids) and (matrix.ndim != 2 or matrix.shape[1] != target[1]):
                 raise InvalidInput(
-                    f"{self.location}: the re-encoding to {status.encoder} stages "
-                    f"{status.dim}-d vectors, not {matrix.shape[-1]}-d"
+                    f"{self.location}: the re-encoding to {target[0]} stages "
+                    f"{target[1]}-d vectors, not {matrix.shape[-1]}-d"
                 )
             with conn.cursor() as cursor:
                 cursor.executemany(
@@ -195,7 +203,7 @@ class _ReembedMixin(_RecordsMixin, _BulkMixin):
             conn.execute(
                 "SELECT pg_advisory_xact_lock(%s, %s)", (_LOCK_CLASS_SCHEMA, _REEMBED_LOCK)
             )
-            if self._reembed_status(conn) is None:
+            if self._reembed_target(conn) is None:
                 return False
             self._drop_staging(conn)
         return True

@@ -39,8 +39,8 @@ class _ReembedMixin(_ReplicasMixin):
             finally:
                 self._conn.execute("COMMIT")
 
-    def _status(self) -> ReembedStatus | None:
-        """Caller holds the lock, inside a transaction."""
+    def _target(self) -> tuple[str, int] | None:
+        """The run's target encoder (caller holds the lock)."""
         meta = dict(
             self._conn.execute(
                 "SELECT key, value FROM mempp_meta WHERE key IN (?, ?)", _TARGET_KEYS
@@ -48,12 +48,19 @@ class _ReembedMixin(_ReplicasMixin):
         )
         if "reembed_encoder" not in meta:
             return None
+        return meta["reembed_encoder"], int(meta["reembed_dim"])
+
+    def _status(self) -> ReembedStatus | None:
+        """Caller holds the lock, inside a transaction. Counts every row: not per batch."""
+        target = self._target()
+        if target is None:
+            return None
         staged, total = self._conn.execute(
             f"""SELECT (SELECT count(*) FROM reembed_vectors v JOIN records r ON r.id = v.record_id
                         WHERE {_NOT_ERASED}),
                        (SELECT count(*) FROM records r WHERE {_NOT_ERASED})"""
         ).fetchone()
-        return ReembedStatus(meta["reembed_encoder"], int(meta["reembed_dim"]), staged, total)
+        return ReembedStatus(target[0], target[1], staged, total)
 
     def reembed_begin(self, name: str, dim: int, *, restart: bool = False) -> ReembedStatus:
         if not isinstance(dim, int) or isinstance(dim, bool) or dim < 1:
@@ -108,14 +115,14 @@ class _ReembedMixin(_ReplicasMixin):
         if len(ids) != len(vectors):
             raise ValueError("one vector per id is required")
         with self._write() as conn:
-            status = self._status()
-            if status is None:
+            target = self._target()
+            if target is None:
                 raise InvalidInput(f"{self.location}: no re-encoding is under way")
             matrix = np.ascontiguousarray(vectors, dtype="<f4")
-            if len(ids) and (matrix.ndim != 2 or matrix.shape[1] != status.dim):
+            if len(ids) and (matrix.ndim != 2 or matrix.shape[1] != target[1]):
                 raise InvalidInput(
-                    f"{self.location}: the re-encoding to {status.encoder} stages "
-                    f"{status.dim}-d vectors, not {matrix.shape[-1]}-d"
+                    f"{self.location}: the re-encoding to {target[0]} stages "
+                    f"{target[1]}-d vectors, not {matrix.shape[-1]}-d"
                 )
             # An erasure since the read took the row's text away: its vector is not kept.
             conn.executemany(
@@ -154,7 +161,7 @@ class _ReembedMixin(_ReplicasMixin):
 
     def reembed_abandon(self) -> bool:
         with self._write() as conn:
-            if self._status() is None:
+            if self._target() is None:
                 return False
             self._drop_staging(conn)
         return True
