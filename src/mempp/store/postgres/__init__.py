@@ -52,9 +52,10 @@ The engine is a package by concern: ``schema`` (pool, migrations), ``records`` (
 plain reads), ``legs`` (retrieval), ``tags`` (the tag leg), ``nearest`` (the vector leg),
 ``bm25`` and ``replicas`` (the in-RAM BM25, tag and vector replicas), ``replica_reads``
 (reading rows for them), ``changelog`` (consolidation runs and undo), ``erasure``
-(redaction), ``timeline`` (history and changes), ``graph`` (triples), ``bulk`` (COPY
-batches, the HNSW index deferred by ``bulk_load``), ``verify`` (integrity) and ``keys`` (the
-server's API keys), combined here as ``PostgresStore``.
+(redaction), ``reembed`` and ``reembed_schema`` (re-encoding with another encoder),
+``timeline`` (history and changes), ``graph`` (triples), ``bulk`` (COPY batches, the HNSW
+index deferred by ``bulk_load``), ``verify`` (integrity) and ``keys`` (the server's API
+keys), combined here as ``PostgresStore``.
 """
 
 from __future__ import annotations
