@@ -63,6 +63,7 @@ def test_sqlite_fts_delete_and_a_rewritten_vector_are_found(memory, engine_locat
     conn.execute("INSERT INTO records_fts (records_fts) VALUES ('rebuild')")  # the repair
     assert failing(memory) == set()
     conn.execute("DROP TRIGGER records_content_frozen")  # what only the file's owner can do
+    conn.execute("DROP TRIGGER records_vector_frozen")  # the vector's own guard (migration 9)
     conn.execute("UPDATE records SET embedding = x'00' WHERE id = 2")
     conn.close()
     assert failing(memory) == {"vectors", "append-only triggers"}

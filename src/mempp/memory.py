@@ -20,10 +20,13 @@ import numpy as np
 
 from mempp import validate
 from mempp.dates import DateLike, key_to_datetime, parse_as_of
-from mempp.encoders import Embedder, default_embedder
-from mempp.errors import EncoderMismatch, InvalidDate, InvalidInput, RecordNotFound
+from mempp.encoders import Embedder, default_embedder, mismatch
+from mempp.errors import InvalidDate, InvalidInput, RecordNotFound
 from mempp.filters import NO_FILTERS, Filters
 from mempp.records import AddResult, Document, Hit, Record
+from mempp.reembed import DEFAULT_BATCH as DEFAULT_REEMBED_BATCH
+from mempp.reembed import ReembedReport
+from mempp.reembed import reembed as reembed_store
 from mempp.search import stages
 from mempp.search.evidence import Evidence, EvidenceStyle, append_facts, render_evidence
 from mempp.search.packing import PackingOptions
@@ -220,6 +223,10 @@ class Memory:
             if not self._encoder_bound:
                 self._store.bind_encoder(embedder.name, embedder.dim)
                 self._encoder_bound = True
+            elif (bound := self._store.encoder()) != (embedder.name, embedder.dim):
+                # Re-encoded by another process since (mempp reembed): refuse, as on open.
+                assert bound is not None
+                raise mismatch(self._store.location, bound, embedder.name, embedder.dim)
             with stage(stages.WRITE, rows=len(fresh)):
                 stored = self._store.insert(self.scope, [docs[i] for i in fresh], vectors)
             for i, result in zip(fresh, stored, strict=True):
@@ -302,10 +309,7 @@ class Memory:
             return None
         embedder = self.embedder
         if stored != (embedder.name, embedder.dim):
-            raise EncoderMismatch(
-                f"{self._store.location} holds vectors of encoder {stored[0]} ({stored[1]}-d); "
-                f"this Memory uses {embedder.name} ({embedder.dim}-d)"
-            )
+            raise mismatch(self._store.location, stored, embedder.name, embedder.dim)
         held = self._questions.get(embedder.name, question)
         if held is not None:  # asked again: no encoder, and no thread to run it on
             return held
@@ -437,6 +441,27 @@ class Memory:
         full-text index against the records, a vector for every record, the append-only
         triggers. See docs/architecture.md, "What the database enforces"."""
         return self._store.verify()  # type: ignore[attr-defined, no-any-return]
+
+    def reembed(
+        self,
+        embedder: Embedder,
+        *,
+        batch: int = DEFAULT_REEMBED_BATCH,
+        restart: bool = False,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> ReembedReport:
+        """Re-encode the whole store (every scope) with ``embedder`` and switch it over in one
+        step; this Memory then uses ``embedder``. Searches, here and in other processes, use
+        the old vectors until the switch. Resumable: a run stopped at any point continues
+        from the rows it had not staged when called again with the same encoder. See
+        :mod:`mempp.reembed`."""
+        report = reembed_store(
+            self._store, embedder, batch=batch, restart=restart, progress=progress
+        )
+        with self._embedder_lock:
+            self._embedder = embedder  # questions are held per encoder name: none go stale
+            self._encoder_bound = True
+        return report
 
     # -- time and truth (mempp.timeline) ------------------------------------------------
     def history(

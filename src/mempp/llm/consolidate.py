@@ -39,7 +39,8 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 
 from mempp.dates import parse_event_date
-from mempp.errors import EncoderMismatch, InvalidInput
+from mempp.encoders import mismatch
+from mempp.errors import InvalidInput
 from mempp.records import Document, Record, normalize_tag
 from mempp.store.base import (
     ConsolidationStore,
@@ -545,10 +546,7 @@ def _merge_embedder(memory: ScopedStore) -> Callable[[str], np.ndarray]:
         if not checked:
             stored = memory.store.encoder()
             if stored is not None and stored != (embedder.name, embedder.dim):
-                raise EncoderMismatch(
-                    f"{memory.store.location} holds vectors of encoder {stored[0]} "
-                    f"({stored[1]}-d); this ScopedStore uses {embedder.name} ({embedder.dim}-d)"
-                )
+                raise mismatch(memory.store.location, stored, embedder.name, embedder.dim)
             checked = True
         return embedder.embed([text])[0]
 

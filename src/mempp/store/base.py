@@ -595,3 +595,61 @@ class KeyStore(Protocol):
     def key_count(self) -> int:
         """How many keys were ever created, revoked ones included."""
         ...
+
+
+# -- re-encoding (mempp reembed) --------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ReembedStatus:
+    """A re-encoding under way: its target encoder, rows with a new vector staged, and rows
+    in all (every scope and state; erased rows need none and count as done)."""
+
+    encoder: str
+    dim: int
+    staged: int
+    total: int
+
+    @property
+    def pending(self) -> int:
+        return self.total - self.staged
+
+
+@runtime_checkable
+class ReembedStore(Protocol):
+    """Re-encoding a whole store with another encoder (``Memory.reembed``).
+
+    New vectors are staged beside the records, batch by batch, each batch one transaction,
+    so a run killed at any point resumes where it stopped. Until ``reembed_switch`` commits,
+    the records keep their vectors and every search uses them; the switch replaces every
+    vector and the bound encoder in one transaction. Nothing else of a record changes."""
+
+    def reembed_status(self) -> ReembedStatus | None:
+        """The re-encoding under way, or None."""
+        ...
+
+    def reembed_begin(self, name: str, dim: int, *, restart: bool = False) -> ReembedStatus:
+        """Start re-encoding to ``(name, dim)``, or resume the one under way to it. Refuses
+        (``InvalidInput``) a store with no encoder bound, the encoder already bound, and
+        another target under way unless ``restart`` (which drops its staged vectors)."""
+        ...
+
+    def reembed_pending(self, after: int, limit: int) -> list[tuple[int, str]]:
+        """``(id, text)`` of up to ``limit`` rows above id ``after`` (any scope and state, not
+        erased) with no new vector staged, in id order."""
+        ...
+
+    def reembed_stage(self, ids: Sequence[int], vectors: np.ndarray) -> None:
+        """Stage the new vectors of rows ``ids`` (one transaction; rows erased meanwhile are
+        skipped). ``InvalidInput`` when a vector is not of the target's width."""
+        ...
+
+    def reembed_switch(self) -> bool:
+        """In one transaction: if every row has a staged vector, replace every vector by it
+        (erased rows get zeros of the new width), bind the target encoder, drop the staging,
+        and return True; else change nothing and return False (rows were added since)."""
+        ...
+
+    def reembed_abandon(self) -> bool:
+        """Drop a re-encoding under way (its staged vectors); the store stays as it was."""
+        ...

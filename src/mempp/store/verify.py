@@ -24,6 +24,7 @@ SQLITE_TRIGGERS = frozenset(
     {
         "records_no_delete",
         "records_content_frozen",
+        "records_vector_frozen",
         "records_no_replace",
         "record_tags_no_delete",
         "record_tags_frozen",
@@ -70,3 +71,18 @@ def vectors_check(dim: str | None, total: int, count_bad: Callable[[int], int]) 
     if bad:
         return Check("vectors", False, f"{bad} of {total} records lack a {dim}-d vector")
     return Check("vectors", True, f"every one of {total} records has a {dim}-d vector")
+
+
+def reembed_check(target: tuple[str, int] | None, staged: int, total: int, bad: int) -> Check:
+    """A re-encoding under way: how far it is, and every staged vector of the target size."""
+    if target is None:
+        return Check("re-encoding", True, "none under way")
+    name, dim = target
+    if bad:
+        return Check("re-encoding", False, f"{bad} staged vectors for {name} are not {dim}-d")
+    return Check(
+        "re-encoding",
+        True,
+        f"to {name} ({dim}-d) under way: {staged} of {total} rows staged; searches use the "
+        "current vectors until it completes",
+    )

@@ -52,9 +52,10 @@ The engine is a package by concern: ``schema`` (pool, migrations), ``records`` (
 plain reads), ``legs`` (retrieval), ``tags`` (the tag leg), ``nearest`` (the vector leg),
 ``bm25`` and ``replicas`` (the in-RAM BM25, tag and vector replicas), ``replica_reads``
 (reading rows for them), ``changelog`` (consolidation runs and undo), ``erasure``
-(redaction), ``timeline`` (history and changes), ``graph`` (triples), ``bulk`` (COPY
-batches, the HNSW index deferred by ``bulk_load``), ``verify`` (integrity) and ``keys`` (the
-server's API keys), combined here as ``PostgresStore``.
+(redaction), ``reembed`` and ``reembed_schema`` (re-encoding with another encoder),
+``timeline`` (history and changes), ``graph`` (triples), ``bulk`` (COPY batches, the HNSW
+index deferred by ``bulk_load``), ``verify`` (integrity) and ``keys`` (the server's API
+keys), combined here as ``PostgresStore``.
 """
 
 from __future__ import annotations
@@ -75,6 +76,7 @@ from mempp.store.postgres.graph import _GraphMixin
 from mempp.store.postgres.keys import _KeysMixin
 from mempp.store.postgres.legs import _LegsMixin
 from mempp.store.postgres.nearest import EF_SEARCH_CEILING, VECTORS_MAX_ROWS
+from mempp.store.postgres.reembed import _ReembedMixin
 from mempp.store.postgres.schema import BM25_MAX_ROWS, HNSW_MAX_DIM, MIGRATIONS
 from mempp.store.postgres.timeline import _TimelineMixin
 from mempp.store.postgres.verify import _VerifyMixin
@@ -101,6 +103,7 @@ __all__ = [
 
 class PostgresStore(
     _LegsMixin,
+    _ReembedMixin,
     _ErasureMixin,
     _TimelineMixin,
     _GraphMixin,

@@ -73,6 +73,8 @@ class _ErasureMixin(_ChangeLogMixin):
                 "DELETE FROM graph_triples WHERE scope = %(scope)s AND record_id = ANY(%(ids)s)",
                 params,
             )
+            # A re-encoding under way staged a vector of the text: it goes too.
+            conn.execute("DELETE FROM reembed_vectors WHERE record_id = ANY(%(ids)s)", params)
             conn.execute(
                 """UPDATE records SET text = '', text_hash = '\\x'::bytea, author = NULL,
                        tags = '{}', source = NULL, thread = NULL, metadata = NULL,

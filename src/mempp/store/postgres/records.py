@@ -4,6 +4,7 @@ scopes)."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Collection, Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -11,7 +12,8 @@ from typing import Any
 import numpy as np
 
 from mempp.dates import now_key
-from mempp.errors import EncoderMismatch, StoreError
+from mempp.encoders import mismatch
+from mempp.errors import StoreError
 from mempp.records import AddResult, Document, Record, State, text_hash
 from mempp.store.base import UNDATED_DEDUPE_KEY as UNDATED
 from mempp.store.base import dedupe_date
@@ -22,6 +24,7 @@ from mempp.store.postgres.bulk import (
     insert_by_copy,
     no_load_running,
 )
+from mempp.store.postgres.replicas import ScopeCache, ScopeVectors
 from mempp.store.postgres.schema import (
     _LOCK_CLASS_SCHEMA,
     HNSW_MAX_DIM,
@@ -118,12 +121,21 @@ def _row_to_record(row: Sequence[Any]) -> Record:
     )
 
 
+# A bound encoder changes only by a re-encoding (mempp reembed): this process re-reads it at
+# most this often, so another process's switch reaches its searches within that time, at one
+# round trip a second rather than one per search.
+ENCODER_RECHECK_S = 1.0
+
+
 class _RecordsMixin(_PostgresBase):
     """Encoder identity, the write path and plain reads."""
 
+    _bound_at = 0.0
+
     # -- encoder identity -------------------------------------------------------------
     def encoder(self) -> tuple[str, int] | None:
-        if self._bound is not None:
+        now = time.monotonic()
+        if self._bound is not None and now - self._bound_at < ENCODER_RECHECK_S:
             return self._bound
         with self._connection() as conn:
             rows = dict(
@@ -133,8 +145,17 @@ class _RecordsMixin(_PostgresBase):
             )
         if "encoder" not in rows:
             return None
-        self._bound = (rows["encoder"], int(rows["dim"]))
-        return self._bound
+        found = (rows["encoder"], int(rows["dim"]))
+        if self._bound is not None and found != self._bound:
+            self._encoder_changed()  # re-encoded by another process (mempp reembed)
+        self._bound, self._bound_at = found, now
+        return found
+
+    def _encoder_changed(self) -> None:
+        """The store was re-encoded: forget the bound encoder and the vector replicas, which
+        hold the old vectors."""
+        self._bound = None
+        self._vector_replicas = ScopeCache(ScopeVectors)
 
     def bind_encoder(self, name: str, dim: int) -> None:
         if not isinstance(dim, int) or isinstance(dim, bool) or dim < 1:
@@ -165,10 +186,7 @@ class _RecordsMixin(_PostgresBase):
                 )
                 return
         if (found["encoder"], int(found["dim"])) != (name, dim):
-            raise EncoderMismatch(
-                f"{self.location} holds vectors of encoder {found['encoder']} "
-                f"({found['dim']}-d); this Memory uses {name} ({dim}-d)"
-            )
+            raise mismatch(self.location, (found["encoder"], int(found["dim"])), name, dim)
 
     def _bound_dim(self) -> int | None:
         bound = self.encoder()

@@ -31,6 +31,7 @@ from mempp.store.postgres.connect import (
     prepare_threshold_from_env,
 )
 from mempp.store.postgres.outage import RETRY_AFTER_S, Outage
+from mempp.store.postgres.reembed_schema import REEMBED_MIGRATION
 from mempp.store.postgres.replicas import ScopeCache, ScopeTags, ScopeVectors
 from mempp.store.postgres.standby import Standbys, read_pool, read_urls_from_env, reading_from
 
@@ -406,6 +407,7 @@ MIGRATIONS: tuple[Migration, ...] = (
                 INCLUDE (event_key, ingested_key) WHERE state = 'active'""",
         ),
     ),
+    REEMBED_MIGRATION,
 )
 
 

@@ -5,7 +5,13 @@ is PostgreSQL's own: data checksums and the ``amcheck`` extension.)"""
 from __future__ import annotations
 
 from mempp.store.postgres.schema import _PostgresBase
-from mempp.store.verify import POSTGRES_TRIGGERS, Check, triggers_check, vectors_check
+from mempp.store.verify import (
+    POSTGRES_TRIGGERS,
+    Check,
+    reembed_check,
+    triggers_check,
+    vectors_check,
+)
 
 
 class _VerifyMixin(_PostgresBase):
@@ -18,6 +24,22 @@ class _VerifyMixin(_PostgresBase):
             total = conn.execute("SELECT count(*) FROM records").fetchone()[0]
             count_bad = lambda size: conn.execute(bad, (size,)).fetchone()[0]  # noqa: E731
             checks.append(vectors_check(dim and dim[0], total, count_bad))
+            meta = dict(
+                conn.execute(
+                    """SELECT key, value FROM mempp_meta
+                       WHERE key IN ('reembed_encoder', 'reembed_dim')"""
+                ).fetchall()
+            )
+            if "reembed_encoder" in meta:
+                target = (meta["reembed_encoder"], int(meta["reembed_dim"]))
+                staged, wrong = conn.execute(
+                    """SELECT count(*), count(*) FILTER (WHERE vector_dims(embedding) != %s)
+                       FROM reembed_vectors""",
+                    (target[1],),
+                ).fetchone()
+                checks.append(reembed_check(target, staged, total, wrong))
+            else:
+                checks.append(reembed_check(None, 0, 0, 0))
             stale = conn.execute(
                 "SELECT count(*) FROM records WHERE tsv IS DISTINCT FROM mempp_tsvector(text)"
             ).fetchone()[0]

@@ -11,9 +11,9 @@
 
 The engine is a package by concern: ``schema`` (connection, migrations), ``records``
 (writes and plain reads), ``legs`` (retrieval), ``changelog`` (consolidation runs and
-undo), ``erasure`` (redaction), ``timeline`` (history and changes), ``graph``
-(triples), ``verify`` (integrity) and ``keys`` (the server's API keys), combined here as
-``SQLiteStore``.
+undo), ``erasure`` (redaction), ``reembed`` (re-encoding with another encoder),
+``timeline`` (history and changes), ``graph`` (triples), ``verify`` (integrity) and
+``keys`` (the server's API keys), combined here as ``SQLiteStore``.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from mempp.store.sqlite.erasure import _ErasureMixin
 from mempp.store.sqlite.graph import _GraphMixin
 from mempp.store.sqlite.keys import _KeysMixin
 from mempp.store.sqlite.legs import _LegsMixin, fts_match_expression, thread_key
+from mempp.store.sqlite.reembed import _ReembedMixin
 from mempp.store.sqlite.schema import (
     BM25_RAM_MIN_ROWS,
     BUSY_TIMEOUT_S,
@@ -75,5 +76,13 @@ def _operational_errors(cls: type) -> type:
 
 
 @_operational_errors
-class SQLiteStore(_LegsMixin, _ErasureMixin, _TimelineMixin, _GraphMixin, _VerifyMixin, _KeysMixin):
+class SQLiteStore(
+    _LegsMixin,
+    _ReembedMixin,
+    _ErasureMixin,
+    _TimelineMixin,
+    _GraphMixin,
+    _VerifyMixin,
+    _KeysMixin,
+):
     """The default engine: a single local file, no server."""

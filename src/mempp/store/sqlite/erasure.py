@@ -77,6 +77,12 @@ class _ErasureMixin(_ChangeLogMixin):
                     "DELETE FROM graph_triples WHERE record_id IN (SELECT value FROM json_each(?))",
                     (ids,),
                 )
+                # A re-encoding under way staged a vector of the text: it goes too.
+                conn.execute(
+                    """DELETE FROM reembed_vectors
+                       WHERE record_id IN (SELECT value FROM json_each(?))""",
+                    (ids,),
+                )
                 conn.execute(
                     """UPDATE records SET text = ?, text_hash = ?, author = NULL, tags = '[]',
                            source = NULL, thread = NULL, metadata = NULL, state = 'archived',

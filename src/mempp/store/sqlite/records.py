@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 import numpy as np
 
 from mempp.dates import now_key
+from mempp.encoders import mismatch
 from mempp.errors import EncoderMismatch, StoreError
 from mempp.records import AddResult, Document, Record, State, text_hash
 from mempp.store.base import UNDATED_DEDUPE_KEY, dedupe_date
@@ -72,10 +73,7 @@ class _RecordsMixin(_SQLiteBase):
                 )
                 return
         if (found["encoder"], int(found["dim"])) != (name, dim):
-            raise EncoderMismatch(
-                f"{self.location} holds vectors of encoder {found['encoder']} "
-                f"({found['dim']}-d); this Memory uses {name} ({dim}-d)"
-            )
+            raise mismatch(self.location, (found["encoder"], int(found["dim"])), name, dim)
 
     # -- write path -------------------------------------------------------------------
     def find_duplicates(self, scope: str, docs: Sequence[Document]) -> list[int | None]:
@@ -112,6 +110,7 @@ class _RecordsMixin(_SQLiteBase):
         ingested_key = now_key()
         try:
             with self._write() as conn:
+                self._check_width(conn, vectors)
                 for doc, vector in zip(docs, vectors, strict=True):
                     repeated = self._duplicate_of(conn, scope, doc)
                     if repeated is not None:
@@ -125,6 +124,18 @@ class _RecordsMixin(_SQLiteBase):
             reason = describe_failure(self.location, exc)
             raise StoreError(f"could not store the batch in {self.location}: {reason}") from None
         return results
+
+    def _check_width(self, conn: sqlite3.Connection, vectors: np.ndarray) -> None:
+        """Inside the write: the bound width, read again (a re-encoding may have switched the
+        store since the writer checked its encoder)."""
+        row = conn.execute("SELECT value FROM mempp_meta WHERE key = 'dim'").fetchone()
+        width = np.asarray(vectors).shape[-1] if len(vectors) else None
+        if row is not None and width is not None and width != int(row[0]):
+            raise EncoderMismatch(
+                f"{self.location} now holds {row[0]}-d vectors (re-encoded since this writer "
+                f"checked its encoder); this batch has {width}-d ones: reopen the store with "
+                "the encoder `mempp info` names"
+            )
 
     @contextmanager
     def bulk_load(self) -> Iterator[None]:

@@ -341,6 +341,18 @@ class _ReplicasMixin(_RecordsMixin):
     # when it was last saved (or loaded).
     vector_file_min_rows = VECTOR_FILE_MIN_ROWS
     _vectors_saved = 0
+    _index_encoder: tuple[str, int] | None = None  # the encoder whose vectors _index holds
+
+    def _reset_vector_index(self) -> None:
+        """Forget the vector index and the float32 rows file (caller holds the lock): their
+        vectors are of an encoder the store no longer has."""
+        self._index = None
+        self._index_encoder = None
+        self._filtered.clear()
+        self._dirty = True
+        if self._exact_file is not None:
+            self._exact_file.close()
+            self._exact_file = None
 
     def _stored_vectors(self, ids: np.ndarray) -> np.ndarray:
         """The float32 vectors of rows ``ids``, in that order, read from the database (and
@@ -387,8 +399,11 @@ class _ReplicasMixin(_RecordsMixin):
             encoder = self.encoder()
             if encoder is None:
                 return None
+            if self._index is not None and self._index_encoder != encoder:
+                self._reset_vector_index()  # re-encoded (mempp reembed) since it was loaded
             if self._index is None:
                 self._index = self._open_vector_index(encoder)
+                self._index_encoder = encoder
             index = self._index
             held, held_max = len(index), index.max_id  # rows loaded now bring their own state
             label = None

@@ -48,6 +48,8 @@ _CONTENT_COLUMNS = (
     "id, scope, text, text_hash, author, event_date, event_key, tags, source, ingested_at, "
     "ingested_key, embedding, thread, metadata"
 )
+# Since migration 9 the vector has a trigger of its own (records_vector_frozen).
+_CONTENT_NO_VECTOR = _CONTENT_COLUMNS.replace("embedding, ", "")
 _PENDING = "EXISTS (SELECT 1 FROM redactions x WHERE x.record_id = {row} AND x.pending = 1)"
 
 MIGRATIONS: tuple[Migration, ...] = (
@@ -333,6 +335,34 @@ MIGRATIONS: tuple[Migration, ...] = (
             # Partial like records_dedupe, so that the planner prefers an index on an equality
             # (author, thread) to this one's range when both filters are set.
             "CREATE INDEX records_ingested ON records (scope, ingested_key) WHERE state = 'active'",
+        ),
+    ),
+    Migration(
+        9,
+        "reembed: new vectors staged beside the records, swapped in by one transaction",
+        (
+            # One new vector per record while a re-encoding is under way (its target encoder
+            # is in mempp_meta as reembed_encoder / reembed_dim); emptied by the switch.
+            """CREATE TABLE reembed_vectors (
+                record_id INTEGER PRIMARY KEY REFERENCES records(id),
+                embedding BLOB NOT NULL)""",
+            # The vector leaves the content trigger for one of its own: it may change to the
+            # vector staged for the row, while the switch's transaction marks itself in
+            # mempp_meta (reembed_switching), and to zeros by an erasure. Nothing else.
+            "DROP TRIGGER records_content_frozen",
+            f"""CREATE TRIGGER records_content_frozen BEFORE UPDATE OF {_CONTENT_NO_VECTOR}
+                ON records WHEN NOT {_PENDING.format(row="old.id")} BEGIN
+                SELECT RAISE(ABORT,
+                    'mempp: a record''s content never changes; only its state may');
+            END""",
+            f"""CREATE TRIGGER records_vector_frozen BEFORE UPDATE OF embedding ON records
+                WHEN NOT {_PENDING.format(row="old.id")} AND NOT (
+                    EXISTS (SELECT 1 FROM mempp_meta WHERE key = 'reembed_switching')
+                    AND new.embedding IS (SELECT v.embedding FROM reembed_vectors v
+                                          WHERE v.record_id = old.id)) BEGIN
+                SELECT RAISE(ABORT,
+                    'mempp: a record''s vector changes only by mempp reembed or an erasure');
+            END""",
         ),
     ),
 )

@@ -6,7 +6,13 @@ from __future__ import annotations
 import sqlite3
 
 from mempp.store.sqlite.schema import _SQLiteBase
-from mempp.store.verify import SQLITE_TRIGGERS, Check, triggers_check, vectors_check
+from mempp.store.verify import (
+    SQLITE_TRIGGERS,
+    Check,
+    reembed_check,
+    triggers_check,
+    vectors_check,
+)
 
 
 class _VerifyMixin(_SQLiteBase):
@@ -38,9 +44,27 @@ class _VerifyMixin(_SQLiteBase):
             total = conn.execute("SELECT count(*) FROM records").fetchone()[0]
             count_bad = lambda size: conn.execute(bad, (size * 4,)).fetchone()[0]  # noqa: E731
             checks.append(vectors_check(dim and dim[0], total, count_bad))
+            checks.append(self._reembed_check(conn))
             present = {
                 row[0]
                 for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'")
             }
         checks.append(triggers_check(present, SQLITE_TRIGGERS))
         return checks
+
+    @staticmethod
+    def _reembed_check(conn: sqlite3.Connection) -> Check:
+        meta = dict(
+            conn.execute(
+                "SELECT key, value FROM mempp_meta WHERE key IN ('reembed_encoder', 'reembed_dim')"
+            ).fetchall()
+        )
+        if "reembed_encoder" not in meta:
+            return reembed_check(None, 0, 0, 0)
+        dim = int(meta["reembed_dim"])
+        staged, bad = conn.execute(
+            "SELECT count(*), count(*) FILTER (WHERE length(embedding) != ?) FROM reembed_vectors",
+            (dim * 4,),
+        ).fetchone()
+        total = conn.execute("SELECT count(*) FROM records").fetchone()[0]
+        return reembed_check((meta["reembed_encoder"], dim), staged, total, bad)
