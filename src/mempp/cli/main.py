@@ -467,9 +467,8 @@ def _print_record(record: Record) -> None:
 
 def _info(memory, args: argparse.Namespace) -> int:  # type: ignore[no-untyped-def]
     store = memory.store
-    # Active first: rows are never deleted, so the total read after it cannot be smaller.
-    active = store.count(memory.scope)
-    records = store.count(memory.scope, active_only=False)
+    states = store.state_counts(memory.scope)  # one statement: the parts add up
+    records = states["active"] + states["archived"] + states["redacted"]
     encoder = store.encoder()
     scopes = store.scopes()
     if args.json:
@@ -478,8 +477,7 @@ def _info(memory, args: argparse.Namespace) -> int:  # type: ignore[no-untyped-d
                 "location": store.location,
                 "scope": memory.scope,
                 "records": records,
-                "active": active,
-                "archived": records - active,
+                **states,
                 "encoder": None if encoder is None else {"name": encoder[0], "dim": encoder[1]},
                 "schema": store.schema_version(),
                 "scopes": scopes,
@@ -488,7 +486,14 @@ def _info(memory, args: argparse.Namespace) -> int:  # type: ignore[no-untyped-d
         return EXIT_OK
     print(f"store     {store.location}")
     print(f"scope     {memory.scope}")
-    print(f"records   {records} ({active} active, {records - active} archived)")
+    # Tombstones and superseded rows are named when there are some (--json has every count).
+    parts = [
+        f"{states[state]} {state}"
+        for state in ("active", "archived", "redacted")
+        if state != "redacted" or states[state]
+    ]
+    linked = f"; {states['superseded']} superseded" if states["superseded"] else ""
+    print(f"records   {records} ({', '.join(parts)}{linked})")
     print("encoder   " + ("none yet" if encoder is None else f"{encoder[0]} ({encoder[1]}-d)"))
     print(f"schema    {store.schema_version()}")
     shown = ", ".join(scopes[:INFO_SCOPES_SHOWN]) + (

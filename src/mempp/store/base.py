@@ -24,6 +24,9 @@ from mempp.search.query import LexicalQuery
 
 T = TypeVar("T")
 
+#: The keys of ``Store.state_counts``, in the order ``mempp info`` shows them.
+STATE_COUNT_KEYS = ("active", "archived", "redacted", "superseded")
+
 
 @runtime_checkable
 class Store(Protocol):
@@ -99,6 +102,12 @@ class Store(Protocol):
     def get(self, scope: str, ids: Collection[int]) -> dict[int, Record]: ...
 
     def count(self, scope: str, *, active_only: bool = True) -> int: ...
+
+    def state_counts(self, scope: str) -> dict[str, int]:
+        """How many rows of the scope are in each state, keyed by ``STATE_COUNT_KEYS``:
+        ``active``, ``archived`` and ``redacted`` (tombstones) partition the scope;
+        ``superseded`` counts the rows of the first two with a successor link."""
+        ...
 
     def scopes(self) -> list[str]:
         """Every scope holding at least one record (any state)."""

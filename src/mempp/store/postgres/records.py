@@ -13,8 +13,8 @@ import numpy as np
 from mempp.dates import now_key
 from mempp.errors import EncoderMismatch, StoreError
 from mempp.records import AddResult, Document, Record, State, text_hash
+from mempp.store.base import STATE_COUNT_KEYS, dedupe_date
 from mempp.store.base import UNDATED_DEDUPE_KEY as UNDATED
-from mempp.store.base import dedupe_date
 from mempp.store.postgres.bulk import (
     BULK_MIN_ROWS,
     duplicate_ids,
@@ -277,6 +277,21 @@ class _RecordsMixin(_PostgresBase):
             return conn.execute(
                 f"SELECT count(*) FROM records WHERE scope = %s{condition}", (scope,)
             ).fetchone()[0]
+
+    def state_counts(self, scope: str) -> dict[str, int]:
+        with self._connection() as conn:
+            row = conn.execute(
+                """SELECT count(*) FILTER (WHERE x.record_id IS NULL AND r.state = 'active'),
+                          count(*) FILTER (WHERE x.record_id IS NULL AND r.state = 'archived'),
+                          count(x.record_id),
+                          count(*) FILTER (WHERE x.record_id IS NULL
+                                           AND r.superseded_by IS NOT NULL)
+                   FROM records r LEFT JOIN redactions x
+                     ON x.scope = r.scope AND x.record_id = r.id
+                   WHERE r.scope = %s""",
+                (scope,),
+            ).fetchone()
+        return dict(zip(STATE_COUNT_KEYS, (int(n) for n in row), strict=True))
 
     def records_after(
         self, scope: str, after: int, limit: int, *, active_only: bool = False
