@@ -1,6 +1,6 @@
-"""The ``mempp`` command: add, ingest, import, get, info, export, search, evidence, ask,
-graph, verify and the time commands (history, changes, supersede, archive, redact) over a
-store; serve, mcp and keys (``mempp.server``) put it behind agents.
+"""The ``mempp`` command: add, ingest, import, get, info, export, dump, restore, backup,
+search, evidence, ask, graph, verify and the time commands (history, changes, supersede,
+archive, redact) over a store; serve, mcp and keys (``mempp.server``) put it behind agents.
 
 Exit codes: 0 success, 1 operational error (store cannot be opened, ...), 2 bad input
 (bad date, bad option; nothing is stored), 3 ingest finished but some items failed.
@@ -163,6 +163,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_verify_parser(commands)
     add_time_parser(commands)
+    from mempp.cli.transfer import add_parser as add_transfer_parser
+
+    add_transfer_parser(commands)
 
     from mempp.server.cli import add_parser as add_server_parsers
 
@@ -258,6 +261,10 @@ def _dispatch(args: argparse.Namespace) -> int:
         from mempp.importers.cli import run as run_import
 
         return run_import(args, _open, _location(args))
+    if args.command in ("dump", "restore", "backup"):
+        from mempp.cli.transfer import run as run_transfer
+
+        return run_transfer(args, _open, _location(args))
     if getattr(args, "date", None) is not None:
         event_date(args.date, "--date")
     if getattr(args, "as_of", None) is not None:
@@ -384,7 +391,7 @@ def _open(args: argparse.Namespace):  # type: ignore[no-untyped-def]
 
     location = _location(args)
     is_url = location.startswith(("postgresql://", "postgres://"))
-    if args.command not in ("add", "ingest", "import") and not is_url:
+    if args.command not in ("add", "ingest", "import", "restore") and not is_url:
         path = location.removeprefix("sqlite:///")
         # Reading a mistyped path would silently create an empty store and find nothing.
         if path != ":memory:" and not os.path.exists(path):
@@ -392,7 +399,9 @@ def _open(args: argparse.Namespace):  # type: ignore[no-untyped-def]
     # Built before the store is opened, so a missing endpoint fails fast; the local default
     # is left to Memory, which loads it only when something needs encoding.
     name = args.encoder or os.environ.get(ENV_ENCODER)
-    encodes = args.command not in ("get", "info", "export", "verify")  # these only read rows
+    # These only read rows (a restore encodes only a snapshot without vectors, and then
+    # with the encoder --encoder names, else the default).
+    encodes = args.command not in ("get", "info", "export", "verify", "dump", "backup")
     embedder = None if name is None or not encodes else embedder_named(name)
     return Memory(location, scope=args.scope or DEFAULT_SCOPE, embedder=embedder)
 

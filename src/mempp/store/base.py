@@ -10,7 +10,7 @@ ranking go to the newer ingest (larger id).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar, runtime_checkable
@@ -404,6 +404,56 @@ class RedactionStore(Protocol):
         engine's free space or journal where the engine allows (SQLite: secure_delete and a
         WAL checkpoint). Refuses (``InvalidInput``, nothing changed) a row already
         redacted; ``RecordNotFound`` an unknown id. Returns the run id and the erased ids."""
+        ...
+
+
+#: The kinds of row a snapshot holds, in the order a store gives and takes them: a row of each
+#: kind refers only to rows of the kinds before it (or, for ``superseded_by`` and
+#: ``undone_by``, to rows of its own kind, which a restore links once all are in).
+SNAPSHOT_KINDS = ("record", "run", "group", "change", "redaction", "triple", "extraction", "key")
+
+
+@runtime_checkable
+class SnapshotStore(Protocol):
+    """What ``mempp dump`` / ``mempp restore`` (mempp.transfer) need: every stored row, as
+    plain values an engine of another kind writes back id for id.
+
+    A row is ``(kind, fields)``; the fields of each kind, the same on every engine:
+
+    * ``record``: id, scope, text, author, event_date, event_key, tags (list), source,
+      ingested_at (ISO 8601, UTC), ingested_key, state (``active``/``archived`` as stored: a
+      tombstone is archived), superseded_by, thread, metadata (dict or None), labels (the tag
+      index's labels, sorted), vector (float32 array; None from ``snapshot(vectors=False)``)
+    * ``run``: id, scope, kind, dry_run, started_at, finished_at, settings, counts, undoes,
+      undone_by
+    * ``group``: scope, run_id, group, label, members (list), detail
+    * ``change``: id, scope, run_id, group, label, record_id, old_state, old_superseded_by,
+      new_state, new_superseded_by, merged_id
+    * ``redaction``: scope, record_id, run_id, redacted_at, reason, actor
+    * ``triple``: id, scope, record_id, subject, relation, object, subject_key, object_key
+    * ``extraction``: scope, record_id, extracted_at, model, triples
+    * ``key``: key_id, scope, role, label, created_at, revoked_at, secret_hash (bytes)
+    """
+
+    def is_empty(self) -> bool:
+        """True when the store holds no record, run or API key in any scope."""
+        ...
+
+    def snapshot(
+        self, scopes: Collection[str] | None, *, vectors: bool
+    ) -> AbstractContextManager[Iterator[tuple[str, dict[str, Any]]]]:
+        """A context yielding the rows of ``scopes`` (None: every scope), kind by kind in
+        ``SNAPSHOT_KINDS`` order, each kind by id, read from ONE consistent view of the store
+        while writers go on, a page at a time."""
+        ...
+
+    def restore(
+        self, encoder: tuple[str, int] | None, rows: Iterable[tuple[str, dict[str, Any]]]
+    ) -> dict[str, int]:
+        """Write ``rows`` (in ``SNAPSHOT_KINDS`` order, every record with its vector) into this
+        EMPTY store with their own ids, and bind ``encoder``, in ONE transaction: on any error
+        nothing is written. Refuses (``InvalidInput``) a store that is not empty. Returns how
+        many rows of each kind were written."""
         ...
 
 

@@ -78,6 +78,7 @@ from mempp.store.postgres.schema import (
     mask_url,
     prepare_threshold_from_env,
 )
+from mempp.store.postgres.snapshot import _SnapshotMixin
 from mempp.store.postgres.timeline import _TimelineMixin
 from mempp.store.postgres.verify import _VerifyMixin
 
@@ -109,6 +110,7 @@ class PostgresStore(
     _VerifyMixin,
     _KeysMixin,
     _BulkMixin,
+    _SnapshotMixin,
 ):
     """A store in a PostgreSQL database with the pgvector extension.
 

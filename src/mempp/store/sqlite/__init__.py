@@ -36,6 +36,7 @@ from mempp.store.sqlite.schema import (
     MIGRATIONS,
     describe_failure,
 )
+from mempp.store.sqlite.snapshot import _BackupMixin
 from mempp.store.sqlite.timeline import _TimelineMixin
 from mempp.store.sqlite.verify import _VerifyMixin
 
@@ -75,5 +76,13 @@ def _operational_errors(cls: type) -> type:
 
 
 @_operational_errors
-class SQLiteStore(_LegsMixin, _ErasureMixin, _TimelineMixin, _GraphMixin, _VerifyMixin, _KeysMixin):
+class SQLiteStore(
+    _LegsMixin,
+    _ErasureMixin,
+    _TimelineMixin,
+    _GraphMixin,
+    _VerifyMixin,
+    _KeysMixin,
+    _BackupMixin,
+):
     """The default engine: a single local file, no server."""
