@@ -26,6 +26,7 @@ from mempp.errors import EncoderMismatch, InvalidDate, InvalidInput, RecordNotFo
 from mempp.filters import NO_FILTERS, Filters
 from mempp.records import AddResult, Document, Hit, Record
 from mempp.search import stages
+from mempp.search.corrections import with_corrections
 from mempp.search.evidence import Evidence, EvidenceStyle, append_facts, render_evidence
 from mempp.search.packing import PackingOptions
 from mempp.search.question_vectors import RECENT_QUESTIONS, QuestionVectors
@@ -267,7 +268,8 @@ class Memory:
         chosen = fuse_and_select(
             self._store, self.scope, legs, bound, config, k, filters=scope_filters
         )
-        return to_hits(self._store, self.scope, chosen)
+        hits = to_hits(self._store, self.scope, chosen)
+        return with_corrections(self._store, self.scope, hits, bound, scope_filters.known_at)
 
     def effective_as_of(
         self, query: str, *, as_of: DateLike = None, settings: Settings | str | None = None

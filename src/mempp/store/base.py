@@ -280,11 +280,21 @@ class RunInfo:
     undoes: int | None
     undone_by: int | None
 
+    @property
+    def operation(self) -> str:
+        """What the run did, for people: ``supersede``, ``archive``, ``redact`` (a manual
+        correction), ``undo`` or ``consolidate`` (the LLM operator)."""
+        named = self.settings.get("operation")
+        if isinstance(named, str) and named:
+            return named
+        return "undo" if self.kind == "undo" else "consolidate"
+
     def to_dict(self) -> dict[str, object]:
         return {
             "id": self.id,
             "scope": self.scope,
             "kind": self.kind,
+            "operation": self.operation,
             "dry_run": self.dry_run,
             "started_at": self.started_at,
             "finished_at": self.finished_at,
@@ -386,6 +396,13 @@ class TimelineStore(Protocol):
 
     def superseded_by_any(self, scope: str, ids: Collection[int]) -> list[int]:
         """Rows of any state whose ``superseded_by`` is one of ``ids``, by id."""
+        ...
+
+    def state_log(self, scope: str, ids: Collection[int]) -> list[tuple[int, str, int | None, str]]:
+        """Every logged state change of the rows ``ids`` (dry runs left out), oldest first:
+        ``(record id, new state, new superseded_by, when its run started, ISO 8601 UTC)``.
+        What tells when a row's current link or archive became known
+        (mempp.search.corrections)."""
         ...
 
 
