@@ -31,6 +31,9 @@ from mempp.search.packing import PackingOptions
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_PARTIAL = 0, 1, 2, 3
 INFO_SCOPES_SHOWN = 10  # `info` names this many scopes; --json lists them all
+# The evidence block's size unless --budget says otherwise: ask's answer window, so that one
+# huge document cannot make the block as large as itself.
+EVIDENCE_BUDGET = 40_000
 
 
 class _Parser(argparse.ArgumentParser):
@@ -111,7 +114,12 @@ def build_parser() -> argparse.ArgumentParser:
         sub.add_argument("--json", action="store_true")
         add_filter_arguments(sub)
         if name == "evidence":
-            sub.add_argument("--budget", type=int, default=None, help="max characters")
+            sub.add_argument(
+                "--budget",
+                type=int,
+                default=EVIDENCE_BUDGET,
+                help=f"max characters (default {EVIDENCE_BUDGET}, what ask shows the model)",
+            )
             sub.add_argument("--style", choices=("headers", "paper"), default="headers")
             sub.add_argument(
                 "--pack",
@@ -139,7 +147,10 @@ def build_parser() -> argparse.ArgumentParser:
     ask.add_argument("--as-of", help="answer as of this ISO 8601 date")
     ask.add_argument("-k", type=int, default=50, help="rows of evidence to retrieve (default 50)")
     ask.add_argument(
-        "--budget", type=int, default=40_000, help="max characters of evidence (default 40000)"
+        "--budget",
+        type=int,
+        default=EVIDENCE_BUDGET,
+        help=f"max characters of evidence (default {EVIDENCE_BUDGET})",
     )
     ask.add_argument(
         "--llm-base-url",
@@ -191,7 +202,7 @@ def build_parser() -> argparse.ArgumentParser:
         type=int,
         default=None,
         metavar="RUN",
-        help="restore every state run RUN changed (no LLM call)",
+        help="restore every state run RUN changed, no LLM call (the same as `mempp undo RUN`)",
     )
     consolidate.add_argument(
         "--llm-base-url",
@@ -438,21 +449,57 @@ def _record_id(value: str) -> int:
 
 
 def _get(memory, args: argparse.Namespace) -> int:  # type: ignore[no-untyped-def]
-    # Every id is looked up before anything is printed: a missing one fails the whole call.
-    records = [memory.get(record_id) for record_id in dict.fromkeys(args.ids)]
+    # What exists is printed, what does not is named (and the exit code says some were not).
+    wanted = list(dict.fromkeys(args.ids))
+    found = memory.store.get(memory.scope, wanted)
+    records = [found[record_id] for record_id in wanted if record_id in found]
+    missing = [record_id for record_id in wanted if record_id not in found]
+    erasures = _erasures(memory, [r.id for r in records if r.state == "redacted"])
     if args.json:
         _print_json([record.to_dict() for record in records])
-        return EXIT_OK
-    for number, record in enumerate(records):
-        if number:
-            print()
-        _print_record(record)
+    else:
+        for number, record in enumerate(records):
+            if number:
+                print()
+            _print_record(record, erasures.get(record.id))
+    if missing:
+        names = ", ".join(str(i) for i in missing)
+        _fail(f"no record {names} in scope {memory.scope!r}" + _empty_scope_hint(memory))
+        return EXIT_ERROR
     return EXIT_OK
 
 
-def _print_record(record: Record) -> None:
+def _erasures(memory, ids: list[int]) -> dict[int, str]:  # type: ignore[no-untyped-def]
+    """``id -> "redacted AT by WHO: REASON"`` of each tombstone among ``ids``."""
+    if not ids:
+        return {}
+    from mempp.timeline import corrections
+
+    found: dict[int, str] = {}
+    for fix in corrections(memory):
+        if fix.operation != "redact":
+            continue
+        who = f" by {fix.actor}" if fix.actor else ""
+        for row in fix.record_ids:
+            if row in ids:
+                found[row] = f"redacted {fix.at}{who}: {fix.reason}"
+    return found
+
+
+def _empty_scope_hint(memory) -> str:  # type: ignore[no-untyped-def]
+    """A hint when the scope itself holds nothing: a mistyped --scope finds no records."""
+    if memory.store.count(memory.scope, active_only=False):
+        return ""
+    scopes = memory.store.scopes()
+    shown = ", ".join(scopes[:INFO_SCOPES_SHOWN]) + (
+        ", ..." if len(scopes) > INFO_SCOPES_SHOWN else ""
+    )
+    return f" (scope {memory.scope!r} holds no records; scopes here: {shown or 'none'})"
+
+
+def _print_record(record: Record, erased: str | None = None) -> None:
     """Two header lines (what the evidence header says, then the rest), a blank line, the
-    text as stored."""
+    text as stored (for a tombstone: when, by whom and why it was erased)."""
     head = [f"record {record.id}", record.day or "undated", record.author or "-"]
     if record.thread:
         head.append(f"thread {record.thread}")
@@ -468,10 +515,12 @@ def _print_record(record: Record) -> None:
         details.append(f"source {record.source}")
     if record.metadata:
         details.append("metadata " + json.dumps(record.metadata, ensure_ascii=False))
+    if erased is not None:
+        details.append(erased)
     print(" | ".join(head))
     print(" | ".join(details))
     print()
-    print(record.text)
+    print(record.text if record.state != "redacted" else "(erased; only this tombstone is kept)")
 
 
 def _info(memory, args: argparse.Namespace) -> int:  # type: ignore[no-untyped-def]
@@ -549,7 +598,7 @@ def _search(memory, args: argparse.Namespace) -> int:  # type: ignore[no-untyped
         print(f"{head}  score={hit.score:.5f} legs={legs}{flag}")
         print("     " + _snippet(record.text))
     if not hits:
-        print("no matching records", file=sys.stderr)
+        print("no matching records" + _empty_scope_hint(memory), file=sys.stderr)
     return EXIT_OK
 
 
