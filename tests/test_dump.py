@@ -12,13 +12,16 @@ read path (lexical leg included) is compared after the round trip back to the so
 
 from __future__ import annotations
 
+import itertools
 import json
+import os
 import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
 
 from mempp import EncoderMismatch, InvalidInput, Memory, Settings
 from mempp.cli.main import main
@@ -143,9 +146,9 @@ def second_pg(pg_server: str) -> Iterator[str]:  # noqa: F811
 def test_a_snapshot_moves_between_engines_id_for_id(
     direction: str,
     tmp_path: Path,
-    pg_url: str,
+    pg_url: str,  # noqa: F811
     second_pg: str,
-    llm: Any,  # noqa: F811
+    llm: Any,
 ) -> None:
     sqlite_a, sqlite_b = str(tmp_path / "a.db"), str(tmp_path / "b.db")
     if direction.startswith("sqlite"):
@@ -406,9 +409,9 @@ def test_backup_copies_a_live_store(tmp_path: Path, pg_url: str) -> None:  # noq
 
 
 def test_backup_on_postgres_names_the_routes(
-    pg_url: str,
+    pg_url: str,  # noqa: F811
     tmp_path: Path,
-    capsys: pytest.CaptureFixture[str],  # noqa: F811
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     with Memory(pg_url, embedder=embedder()) as memory:
         memory.add("launch")
@@ -424,3 +427,47 @@ def test_sqlite_file_state_is_untouched_by_a_refusal(snapshot: Path, tmp_path: P
     refused(str(target), snapshot)
     after = sqlite3.connect(target).execute("SELECT count(*) FROM records").fetchone()
     assert before == after == (1,)
+
+
+# -- any store the operations can make restores identically --------------------------------------
+DUMP_EXAMPLES = int(os.environ.get("MEMPP_DUMP_EXAMPLES", "6"))
+
+
+def test_any_sequence_of_operations_restores_identically(
+    tmp_path: Path,
+    pg_server: str,  # noqa: F811
+    llm: Any,
+) -> None:
+    """Random sequences of every write (tests/operations.py) on SQLite, dumped and restored
+    into a fresh PostgreSQL database: the same rows, log and verify. ``MEMPP_DUMP_EXAMPLES``
+    sets how many (6 per CI run)."""
+    numbers = itertools.count()
+
+    @settings(
+        max_examples=DUMP_EXAMPLES,
+        deadline=None,
+        derandomize=True,
+        database=None,
+        suppress_health_check=list(HealthCheck),
+    )
+    @given(operations.SEQUENCES)
+    def run(sequence: list[tuple[str, int, int]]) -> None:
+        number = next(numbers)
+        source = str(tmp_path / f"s{number}.db")
+        folder = tmp_path / f"f{number}"
+        folder.mkdir()
+        with Memory(source, embedder=embedder()) as memory:
+            for step in sequence:
+                operations.apply(memory, step, llm, folder)
+        name = create_database(pg_server)
+        try:
+            target = with_database(pg_server, name)
+            restore(target, dump(source, tmp_path / f"d{number}.dump"))
+            expected, restored = rows(source), rows(target)
+            assert all(ok for _, ok in restored["verify"]), restored["verify"]
+            for key in ("encoder", "scopes", "keys", *expected["scopes"]):
+                assert restored[key] == expected[key], (key, sequence)
+        finally:
+            drop_database(pg_server, name)
+
+    run()
