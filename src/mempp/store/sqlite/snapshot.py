@@ -29,10 +29,7 @@ PAGE = 1000
 _SELECTS = {
     "record": """SELECT r.id, r.scope, r.text, r.author, r.event_date, r.event_key, r.tags,
                         r.source, r.ingested_at, r.ingested_key, r.state, r.superseded_by,
-                        r.thread, r.metadata,
-                        (SELECT json_group_array(label) FROM
-                            (SELECT label FROM record_tags t WHERE t.record_id = r.id
-                             ORDER BY label)),
+                        r.thread, r.metadata, NULL,
                         EXISTS (SELECT 1 FROM redactions x WHERE x.record_id = r.id),
                         {vector}
                  FROM records r WHERE {scoped} ORDER BY r.id""",
@@ -115,7 +112,7 @@ def _record(row: tuple[Any, ...]) -> dict[str, Any]:
         "superseded_by": row[11],
         "thread": row[12],
         "metadata": None if row[13] is None else json.loads(row[13]),
-        "labels": json.loads(row[14]),
+        "labels": [],  # filled from _LabelCursor
         "redacted": bool(row[15]),
         "vector": None if row[16] is None else np.frombuffer(row[16], dtype="<f4").copy(),
     }
@@ -132,6 +129,28 @@ def _plain(kind: str, row: tuple[Any, ...]) -> dict[str, Any]:
     elif kind == "key":
         fields["secret_hash"] = bytes(fields["secret_hash"])
     return fields
+
+
+class _LabelCursor:
+    """The tag-index labels of each record, read in one pass ordered by record id alongside
+    the records' own pass (record_tags is keyed by label first: a lookup per record would
+    scan it whole each time)."""
+
+    def __init__(self, conn: sqlite3.Connection, scoped: str, args: tuple[Any, ...]) -> None:
+        self._rows = conn.execute(
+            f"""SELECT t.record_id, t.label FROM record_tags t JOIN records r ON r.id = t.record_id
+                WHERE {scoped} ORDER BY t.record_id, t.label""",
+            args,
+        )
+        self._next = self._rows.fetchone()
+
+    def of(self, record_id: int) -> list[str]:
+        found = []
+        while self._next is not None and self._next[0] <= record_id:
+            if self._next[0] == record_id:
+                found.append(self._next[1])
+            self._next = self._rows.fetchone()
+        return found
 
 
 class _SnapshotMixin(_RecordsMixin):
@@ -182,9 +201,13 @@ class _SnapshotMixin(_RecordsMixin):
         for kind, select in _SELECTS.items():
             sql = select.format(scoped=scoped, vector="r.embedding" if vectors else "NULL")
             cursor = conn.execute(sql, args)
+            labels = _LabelCursor(conn, scoped, args) if kind == "record" else None
             while page := cursor.fetchmany(PAGE):
                 for row in page:
-                    yield kind, (_record(row) if kind == "record" else _plain(kind, row))
+                    if labels is None:
+                        yield kind, _plain(kind, row)
+                    else:
+                        yield kind, {**_record(row), "labels": labels.of(row[0])}
 
     def restore(
         self, encoder: tuple[str, int] | None, rows: Iterable[tuple[str, dict[str, Any]]]
