@@ -471,3 +471,19 @@ def test_any_sequence_of_operations_restores_identically(
             drop_database(pg_server, name)
 
     run()
+
+
+def test_a_postgres_restore_builds_the_hnsw_index_once(tmp_path: Path, pg_url: str) -> None:  # noqa: F811
+    import psycopg
+
+    from mempp.store.postgres.bulk import HNSW_INDEX
+
+    source = str(tmp_path / "a.db")
+    with Memory(source, embedder=embedder()) as memory:
+        memory.add_many([operations.document(seed) for seed in range(30)])
+    restore(pg_url, dump(source, tmp_path / "a.dump"))
+    with psycopg.connect(pg_url) as conn:
+        valid = conn.execute(
+            "SELECT indisvalid FROM pg_index WHERE indexrelid = to_regclass(%s)", (HNSW_INDEX,)
+        ).fetchone()
+    assert valid == (True,)

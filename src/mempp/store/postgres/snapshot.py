@@ -20,6 +20,7 @@ import numpy as np
 
 from mempp.errors import EncoderMismatch, InvalidInput
 from mempp.records import text_hash
+from mempp.store.postgres.bulk import HNSW_INDEX, hnsw_index_sql, hnsw_state
 from mempp.store.postgres.records import _as_float32, _RecordsMixin
 
 PAGE = 1000
@@ -199,6 +200,14 @@ class _SnapshotMixin(_RecordsMixin):
                         f"({found['dim']}-d); the snapshot holds vectors of {encoder[0]} "
                         f"({encoder[1]}-d)"
                     )
+            # The HNSW index is built once over the restored rows, not row by row.
+            rebuild = encoder is not None and hnsw_state(conn) is not None
+            if rebuild:
+                conn.execute(
+                    self._psycopg.sql.SQL("DROP INDEX {}").format(
+                        self._psycopg.sql.Identifier(HNSW_INDEX)
+                    )
+                )
             for kind, fields in rows:
                 scopes.add(fields["scope"])
                 if kind == "record" and fields["superseded_by"] is not None:
@@ -215,6 +224,9 @@ class _SnapshotMixin(_RecordsMixin):
                 "UPDATE consolidation_runs SET undone_by = %s WHERE scope = %s AND id = %s",
                 [(by, scope, run) for scope, run, by in undone],
             )
+            if rebuild:
+                assert encoder is not None
+                conn.execute(hnsw_index_sql(encoder[1]))
             for table in _IDENTITIES:
                 conn.execute(
                     f"""SELECT setval(pg_get_serial_sequence('{table}', 'id'), max(id))
