@@ -137,6 +137,32 @@ def _plain(kind: str, row: tuple[Any, ...]) -> dict[str, Any]:
     return fields
 
 
+class _Batches:
+    """Statements of a restore, sent ``BATCH`` rows at a time by ``executemany`` (pipelined:
+    one round trip per batch instead of one per row). Statements run in the order their SQL
+    first appeared, so a record's row precedes its tag rows, and each kind the kinds it names."""
+
+    BATCH = 500
+
+    def __init__(self, conn: Any) -> None:
+        self._conn = conn
+        self._pending: dict[str, list[tuple[Any, ...]]] = {}
+        self._rows = 0
+
+    def execute(self, sql: str, params: tuple[Any, ...]) -> None:
+        self._pending.setdefault(sql, []).append(params)
+        self._rows += 1
+        if self._rows >= self.BATCH:
+            self.flush()
+
+    def flush(self) -> None:
+        with self._conn.cursor() as cursor:
+            for sql, params in self._pending.items():
+                cursor.executemany(sql, params)
+        self._pending.clear()
+        self._rows = 0
+
+
 class _SnapshotMixin(_RecordsMixin):
     """Every row out (``snapshot``), every row in (``restore``)."""
 
@@ -208,14 +234,16 @@ class _SnapshotMixin(_RecordsMixin):
                         self._psycopg.sql.Identifier(HNSW_INDEX)
                     )
                 )
+            batches = _Batches(conn)
             for kind, fields in rows:
                 scopes.add(fields["scope"])
                 if kind == "record" and fields["superseded_by"] is not None:
                     links.append((fields["scope"], fields["id"], fields["superseded_by"]))
                 if kind == "run" and fields["undone_by"] is not None:
                     undone.append((fields["scope"], fields["id"], fields["undone_by"]))
-                self._restore_row(conn, kind, fields)
+                self._restore_row(batches, kind, fields)
                 written[kind] += 1
+            batches.flush()
             conn.cursor().executemany(
                 "UPDATE records SET superseded_by = %s WHERE scope = %s AND id = %s",
                 [(successor, scope, row) for scope, row, successor in links],
@@ -239,11 +267,11 @@ class _SnapshotMixin(_RecordsMixin):
             self._vector_replicas.drop(scope)
         return written
 
-    def _restore_row(self, conn: Any, kind: str, f: dict[str, Any]) -> None:
+    def _restore_row(self, out: _Batches, kind: str, f: dict[str, Any]) -> None:
         from psycopg.types.json import Jsonb as jsonb
 
         if kind == "record":
-            conn.execute(
+            out.execute(
                 """INSERT INTO records (id, scope, text, text_hash, author, event_date,
                        event_key, tags, source, ingested_at, ingested_key, state, embedding,
                        thread, metadata)
@@ -269,13 +297,13 @@ class _SnapshotMixin(_RecordsMixin):
                 ),
             )
             if f["labels"]:
-                conn.execute(
+                out.execute(
                     """INSERT INTO record_tags (scope, label, record_id)
                        SELECT %s, label, %s FROM unnest(%s::text[]) AS label""",
                     (f["scope"], f["id"], list(f["labels"])),
                 )
         elif kind == "run":
-            conn.execute(
+            out.execute(
                 """INSERT INTO consolidation_runs (id, scope, kind, dry_run, started_at,
                        finished_at, settings, counts, undoes)
                    OVERRIDING SYSTEM VALUE
@@ -293,13 +321,13 @@ class _SnapshotMixin(_RecordsMixin):
                 ),
             )
         elif kind == "group":
-            conn.execute(
+            out.execute(
                 """INSERT INTO consolidation_groups (scope, run_id, group_no, label, members,
                        detail) VALUES (%s, %s, %s, %s, %s::bigint[], %s)""",
                 (f["scope"], f["run_id"], f["group"], f["label"], list(f["members"]), f["detail"]),
             )
         elif kind == "change":
-            conn.execute(
+            out.execute(
                 """INSERT INTO consolidation_changes (id, scope, run_id, group_no, label,
                        record_id, old_state, old_superseded_by, new_state, new_superseded_by,
                        merged_id)
@@ -308,26 +336,26 @@ class _SnapshotMixin(_RecordsMixin):
                 tuple(f[name] for name in _FIELDS["change"]),
             )
         elif kind == "redaction":
-            conn.execute(
+            out.execute(
                 """INSERT INTO redactions (scope, record_id, run_id, redacted_at, reason, actor,
                        pending) VALUES (%s, %s, %s, %s::timestamptz, %s, %s, false)""",
                 tuple(f[name] for name in _FIELDS["redaction"]),
             )
         elif kind == "triple":
-            conn.execute(
+            out.execute(
                 """INSERT INTO graph_triples (id, scope, record_id, subject, relation, object,
                        subject_key, object_key)
                    OVERRIDING SYSTEM VALUE VALUES (%s, %s, %s, %s, %s, %s, %s, %s)""",
                 tuple(f[name] for name in _FIELDS["triple"]),
             )
         elif kind == "extraction":
-            conn.execute(
+            out.execute(
                 """INSERT INTO graph_extractions (scope, record_id, extracted_at, model,
                        triples) VALUES (%s, %s, %s::timestamptz, %s, %s)""",
                 tuple(f[name] for name in _FIELDS["extraction"]),
             )
         elif kind == "key":
-            conn.execute(
+            out.execute(
                 """INSERT INTO api_keys (key_id, scope, role, label, created_at, revoked_at,
                        secret_hash) VALUES (%s, %s, %s, %s, %s, %s, %s)""",
                 tuple(f[name] for name in _FIELDS["key"]),
