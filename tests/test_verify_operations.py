@@ -57,6 +57,7 @@ def test_verify_passes_after_every_operation(engine_location: str) -> None:  # n
             run()
         finally:
             llm_context.close()
-    # Every operation was exercised and did something at least once.
+    # hypothesis ran (nearly) every sequence asked, and every operation did something.
+    assert next(scopes) >= EXAMPLES * 0.9
     done = {key.split(":")[0] for key, n in outcomes.items() if key.endswith(":done") and n}
     assert done == set(operations.OPERATIONS), outcomes
