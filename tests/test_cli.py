@@ -257,7 +257,8 @@ def test_get_refuses_missing_and_malformed_ids(capsys, tmp_path) -> None:
     db = str(tmp_path / "m.db")
     run(capsys, "--db", db, "add", "Short note")
     code, out, err = run(capsys, "--db", db, "get", "1", "7")
-    assert code == 1 and out == ""  # nothing printed when any id is missing
+    # What exists is printed, what does not is named (issue 30: it printed neither).
+    assert code == 1 and out.startswith("record 1 | undated | - | active")
     assert err == "mempp: error: no record 7 in scope 'default'\n"
     code, out, err = run(capsys, "--db", db, "--scope", "other", "get", "1")
     assert code == 1 and "no record 1 in scope 'other'" in err

@@ -67,3 +67,121 @@ def test_sqlite_fts_delete_and_a_rewritten_vector_are_found(memory, engine_locat
     conn.execute("UPDATE records SET embedding = x'00' WHERE id = 2")
     conn.close()
     assert failing(memory) == {"vectors", "append-only triggers"}
+
+
+# -- each tampering verify claims to find, and the lawful changes it must not cry wolf at ----
+def _sqlite_behind_triggers(path: str, statements: list[str]) -> None:
+    """Run ``statements`` with the content triggers dropped, then put them back as they were:
+    what the file's owner can do, leaving the triggers check nothing to see."""
+    conn = sqlite3.connect(path, isolation_level=None)
+    names = ("records_content_frozen", "records_erased_only", "records_no_replace")
+    saved = [
+        conn.execute("SELECT sql FROM sqlite_master WHERE name = ?", (name,)).fetchone()[0]
+        for name in names
+    ]
+    for name in names:
+        conn.execute(f"DROP TRIGGER {name}")
+    for statement in statements:
+        conn.execute(statement)
+    for sql in saved:
+        conn.execute(sql)
+    conn.close()
+
+
+def _postgres_behind_triggers(url: str, statements: list[str]) -> None:
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("ALTER TABLE records DISABLE TRIGGER USER")
+        for statement in statements:
+            conn.execute(statement)
+        conn.execute("ALTER TABLE records ENABLE TRIGGER USER")
+
+
+def test_a_redacted_store_passes(memory, capsys) -> None:
+    memory.redact(2, reason="erasure request")
+    memory.supersede(1, by=3, reason="newer")
+    memory.archive(4, reason="obsolete")
+    assert failing(memory) == set()
+    assert main(["--db", str(memory.store.location), "verify"]) == 0
+    assert "ok    record texts: every one of 5 texts" in capsys.readouterr().out
+
+
+def test_a_text_rewritten_with_the_triggers_off_is_found(memory, engine_location) -> None:  # noqa: F811
+    if "://" in engine_location:
+        # The full-text vector is generated from the text: only the hash can tell.
+        _postgres_behind_triggers(
+            engine_location, ["UPDATE records SET text = 'alpha forged' WHERE id = 3"]
+        )
+        assert failing(memory) == {"record texts"}
+    else:
+        _sqlite_behind_triggers(
+            engine_location, ["UPDATE records SET text = 'alpha forged' WHERE id = 3"]
+        )
+        assert failing(memory) == {"record texts", "full-text index"}
+    detail = next(c.detail for c in memory.verify() if c.name == "record texts")
+    assert "records 3)" in detail and "1 of 5" in detail
+
+
+def test_a_text_rewritten_by_replace_into_is_found(memory, engine_location) -> None:  # noqa: F811
+    if "://" in engine_location:
+        pytest.skip("REPLACE INTO is SQLite's")
+    columns = (
+        "id, scope, text_hash, author, event_date, event_key, tags, source, ingested_at, "
+        "ingested_key, state, superseded_by, embedding, thread, metadata"
+    )
+    _sqlite_behind_triggers(
+        engine_location,
+        [
+            f"REPLACE INTO records (text, {columns}) "
+            f"SELECT 'alpha replaced', {columns} FROM records WHERE id = 4"
+        ],
+    )
+    assert failing(memory) == {"record texts", "full-text index"}
+
+
+def test_a_zeroed_vector_is_found(memory, engine_location) -> None:  # noqa: F811
+    if "://" in engine_location:
+        _postgres_behind_triggers(
+            engine_location,
+            [
+                "UPDATE records SET embedding = "
+                "array_fill(0, ARRAY[vector_dims(embedding)])::vector WHERE id = 5"
+            ],
+        )
+    else:
+        _sqlite_behind_triggers(
+            engine_location,
+            ["UPDATE records SET embedding = zeroblob(length(embedding)) WHERE id = 5"],
+        )
+    assert failing(memory) == {"vectors"}
+    detail = next(c.detail for c in memory.verify() if c.name == "vectors")
+    assert "records 5)" in detail and "zeroed" in detail
+
+
+def test_a_tombstone_without_its_redaction_row_is_found(memory, engine_location) -> None:  # noqa: F811
+    # Erased values on a row no redaction accounts for: the text's hash no longer matches.
+    if "://" in engine_location:
+        _postgres_behind_triggers(
+            engine_location, ["UPDATE records SET text = '', text_hash = '\\x' WHERE id = 2"]
+        )
+        assert failing(memory) == {"record texts"}
+    else:
+        _sqlite_behind_triggers(
+            engine_location, ["UPDATE records SET text = '', text_hash = x'' WHERE id = 2"]
+        )
+        assert "record texts" in failing(memory)
+
+
+def test_a_store_redacted_before_the_fix_is_repaired_on_open(memory, engine_location) -> None:  # noqa: F811
+    if "://" in engine_location:
+        pytest.skip("the FTS5 entry of a tombstone is SQLite's")
+    memory.redact(2, reason="erasure request")
+    memory.close()
+    conn = sqlite3.connect(engine_location, isolation_level=None)
+    # What a redaction did before schema 10: the tombstone's entry taken out of the index.
+    conn.execute("INSERT INTO records_fts (records_fts, rowid, text) VALUES ('delete', 2, '')")
+    conn.execute("DELETE FROM mempp_migrations WHERE version = 10")
+    conn.close()
+    with Memory(engine_location, embedder=KeywordEmbedder(["alpha"])) as reopened:
+        assert failing(reopened) == set()

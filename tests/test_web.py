@@ -510,3 +510,17 @@ def test_a_keyless_loopback_server_serves_the_default_scope_with_csrf(tmp_path: 
         assert response.status_code == 403
         ok = _upload(client, [("files", ("a.md", b"A keyless note."))])
         assert "added 1" in ok.text
+
+
+def test_record_page_names_a_manual_correction_by_what_it_did(uploads) -> None:
+    with Memory(str(uploads.db), embedder=KeywordEmbedder(WORDS)) as memory:
+        first, later = uploads.ids["thread_first"], uploads.ids["thread_last"]
+        done = memory.supersede(first, by=later, reason="newer")
+        memory.undo(done.run_id)
+    client = login(uploads, "read")
+    page = client.get(f"/records/{first}")
+    assert page.status_code == 200
+    # Issue 30: a manual supersede read "consolidate #1" in the change log.
+    assert f"<b>supersede #{done.run_id}</b>" in page.text
+    assert f"<b>undo #{done.run_id + 1}</b>" in page.text and f"of #{done.run_id}" in page.text
+    assert f"consolidate #{done.run_id}" not in page.text

@@ -10,11 +10,12 @@ with Memory("org.db") as memory:
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TextIO
 
 import numpy as np
 
@@ -28,6 +29,7 @@ from mempp.reembed import DEFAULT_BATCH as DEFAULT_REEMBED_BATCH
 from mempp.reembed import ReembedReport
 from mempp.reembed import reembed as reembed_store
 from mempp.search import stages
+from mempp.search.corrections import with_corrections
 from mempp.search.evidence import Evidence, EvidenceStyle, append_facts, render_evidence
 from mempp.search.packing import PackingOptions
 from mempp.search.question_vectors import RECENT_QUESTIONS, QuestionVectors
@@ -43,6 +45,8 @@ if TYPE_CHECKING:  # the LLM modules load only when ask() runs
     from mempp.llm.consolidate import UndoReport
     from mempp.llm.graph import GraphOptions
     from mempp.timeline import Changes, Correction, HistoryEntry
+    from mempp.transfer.dump import DumpReport
+    from mempp.transfer.restore import RestoreReport
 
 DocumentLike = Document | Mapping[str, Any] | str
 DEFAULT_SCOPE = "default"
@@ -272,7 +276,8 @@ class Memory:
             chosen = fuse_and_select(
                 self._store, self.scope, legs, bound, config, k, filters=scope_filters
             )
-            return to_hits(self._store, self.scope, chosen)
+            hits = to_hits(self._store, self.scope, chosen)
+            return with_corrections(self._store, self.scope, hits, bound, scope_filters.known_at)
 
     def effective_as_of(
         self, query: str, *, as_of: DateLike = None, settings: Settings | str | None = None
@@ -462,6 +467,50 @@ class Memory:
             self._embedder = embedder  # questions are held per encoder name: none go stale
             self._encoder_bound = True
         return report
+
+    # -- snapshots (mempp.transfer.dump, mempp.transfer.restore) ---------------------------
+    def dump(
+        self,
+        out: str | os.PathLike[str] | TextIO,
+        *,
+        scopes: Sequence[str] | None = None,
+        vectors: bool = True,
+    ) -> DumpReport:
+        """Write a lossless snapshot of the whole store (every scope; or only ``scopes``) to
+        ``out``, a path or a text stream: ids, texts, dates, ingest times, states, links,
+        metadata, the change log, redaction tombstones, API keys' hashes, the encoder and,
+        unless ``vectors=False``, the vectors. A path is written aside and renamed when
+        complete. See :mod:`mempp.transfer.dump`."""
+        from mempp.transfer.dump import write_dump
+
+        chosen = None if scopes is None else [validate.scope(s, "scopes") for s in scopes]
+        if not isinstance(out, str | os.PathLike):
+            return write_dump(self._store, out, scopes=chosen, vectors=vectors)
+        target = os.fspath(out)
+        partial = f"{target}.partial"
+        try:
+            with open(partial, "w", encoding="utf-8", newline="\n") as handle:
+                report = write_dump(self._store, handle, scopes=chosen, vectors=vectors)
+            os.replace(partial, target)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.remove(partial)
+            raise
+        return report
+
+    def restore(self, path: str | os.PathLike[str]) -> RestoreReport:
+        """Restore a snapshot of :meth:`dump` into this store, which must be empty (any
+        engine), id for id; every scope of the snapshot is restored. Checked whole before
+        anything is written, then written in one transaction. A snapshot without vectors is
+        encoded again by this Memory's encoder, which must be the snapshot's. See
+        :mod:`mempp.transfer.restore`."""
+        from mempp.transfer.restore import read_header, restore_dump
+
+        location = validate.location(path)
+        embedder = self._embedder
+        if embedder is None and not read_header(location).vectors:
+            embedder = self.embedder
+        return restore_dump(self._store, location, embedder=embedder)
 
     # -- time and truth (mempp.timeline) ------------------------------------------------
     def history(

@@ -227,7 +227,10 @@ class Hit:
     ``date`` for the date leg); the fused ``score`` is ``sum(w_leg / (gamma + leg_rank - 1))``,
     plus, under ``thread``, the shares lent by earlier rows of its thread (``leg_ranks
     ["thread"]`` is then the fused position of the row that lent the most). ``reserved``
-    marks the recency slots.
+    marks the recency slots. ``superseded_on`` / ``archived_on``: the day the record's
+    supersession (by ``record.superseded_by``) / archive took effect, set only when the
+    question could see it (see :mod:`mempp.search.corrections`); a link it could not see is
+    not on the hit's record.
     """
 
     record: Record
@@ -235,6 +238,8 @@ class Hit:
     score: float
     leg_ranks: dict[str, int] = field(default_factory=dict)
     reserved: bool = False
+    superseded_on: str | None = None
+    archived_on: str | None = None
 
     @property
     def id(self) -> int:
@@ -252,5 +257,7 @@ class Hit:
             legs=self.legs,
             leg_ranks=dict(self.leg_ranks),
             reserved=self.reserved,
+            superseded_on=self.superseded_on,
+            archived_on=self.archived_on,
         )
         return out

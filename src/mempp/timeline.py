@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from itertools import pairwise
 from typing import TYPE_CHECKING, Any
 
 from mempp.dates import key_to_datetime, parse_as_of, parse_event_date
@@ -347,11 +348,14 @@ def _refuse_cycle(memory: Reader, old_id: int, new: Record) -> None:
     """Follow ``new``'s chain of successors: reaching ``old_id`` would close a loop."""
     seen = {new.id}
     current = new
+    path = [new.id]
     while current.superseded_by is not None:
+        path.append(current.superseded_by)
         if current.superseded_by == old_id:
+            steps = ", ".join(f"{a} by {b}" for a, b in pairwise(path))
             raise InvalidInput(
-                f"record {old_id} cannot be superseded by {new.id}: {new.id} is already "
-                f"superseded (through {current.id}) by {old_id}, which would make a cycle"
+                f"record {old_id} cannot be superseded by {new.id}: that would make a cycle "
+                f"(already superseded: {steps})"
             )
         if current.superseded_by in seen:
             break

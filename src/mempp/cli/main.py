@@ -1,6 +1,6 @@
-"""The ``mempp`` command: add, ingest, import, get, info, export, search, evidence, ask,
-graph, verify and the time commands (history, changes, supersede, archive, redact) over a
-store; serve, mcp and keys (``mempp.server``) put it behind agents.
+"""The ``mempp`` command: add, ingest, import, get, info, export, dump, restore, backup,
+search, evidence, ask, graph, verify and the time commands (history, changes, supersede,
+archive, redact) over a store; serve, mcp and keys (``mempp.server``) put it behind agents.
 
 Exit codes: 0 success, 1 operational error (store cannot be opened, ...), 2 bad input
 (bad date, bad option; nothing is stored), 3 ingest finished but some items failed.
@@ -32,6 +32,9 @@ from mempp.store.base import ReembedStore
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_PARTIAL = 0, 1, 2, 3
 INFO_SCOPES_SHOWN = 10  # `info` names this many scopes; --json lists them all
+# The evidence block's size unless --budget says otherwise: ask's answer window, so that one
+# huge document cannot make the block as large as itself.
+EVIDENCE_BUDGET = 40_000
 
 
 class _Parser(argparse.ArgumentParser):
@@ -113,7 +116,12 @@ def build_parser() -> argparse.ArgumentParser:
         sub.add_argument("--json", action="store_true")
         add_filter_arguments(sub)
         if name == "evidence":
-            sub.add_argument("--budget", type=int, default=None, help="max characters")
+            sub.add_argument(
+                "--budget",
+                type=int,
+                default=EVIDENCE_BUDGET,
+                help=f"max characters (default {EVIDENCE_BUDGET}, what ask shows the model)",
+            )
             sub.add_argument("--style", choices=("headers", "paper"), default="headers")
             sub.add_argument(
                 "--pack",
@@ -141,7 +149,10 @@ def build_parser() -> argparse.ArgumentParser:
     ask.add_argument("--as-of", help="answer as of this ISO 8601 date")
     ask.add_argument("-k", type=int, default=50, help="rows of evidence to retrieve (default 50)")
     ask.add_argument(
-        "--budget", type=int, default=40_000, help="max characters of evidence (default 40000)"
+        "--budget",
+        type=int,
+        default=EVIDENCE_BUDGET,
+        help=f"max characters of evidence (default {EVIDENCE_BUDGET})",
     )
     ask.add_argument(
         "--llm-base-url",
@@ -167,6 +178,9 @@ def build_parser() -> argparse.ArgumentParser:
     add_verify_parser(commands)
     add_reembed_parser(commands)
     add_time_parser(commands)
+    from mempp.cli.transfer import add_parser as add_transfer_parser
+
+    add_transfer_parser(commands)
 
     from mempp.server.cli import add_parser as add_server_parsers
 
@@ -192,7 +206,7 @@ def build_parser() -> argparse.ArgumentParser:
         type=int,
         default=None,
         metavar="RUN",
-        help="restore every state run RUN changed (no LLM call)",
+        help="restore every state run RUN changed, no LLM call (the same as `mempp undo RUN`)",
     )
     consolidate.add_argument(
         "--llm-base-url",
@@ -266,6 +280,10 @@ def _dispatch(args: argparse.Namespace) -> int:
         from mempp.importers.watch import run as run_watch
 
         return run_watch(args, _open)
+    if args.command in ("dump", "restore", "backup"):
+        from mempp.cli.transfer import run as run_transfer
+
+        return run_transfer(args, _open, _location(args))
     if getattr(args, "date", None) is not None:
         event_date(args.date, "--date")
     if getattr(args, "as_of", None) is not None:
@@ -396,7 +414,7 @@ def _open(args: argparse.Namespace):  # type: ignore[no-untyped-def]
 
     location = _location(args)
     is_url = location.startswith(("postgresql://", "postgres://"))
-    if args.command not in ("add", "ingest", "import", "watch") and not is_url:
+    if args.command not in ("add", "ingest", "import", "watch", "restore") and not is_url:
         path = location.removeprefix("sqlite:///")
         # Reading a mistyped path would silently create an empty store and find nothing.
         if path != ":memory:" and not os.path.exists(path):
@@ -404,8 +422,9 @@ def _open(args: argparse.Namespace):  # type: ignore[no-untyped-def]
     # Built before the store is opened, so a missing endpoint fails fast; the local default
     # is left to Memory, which loads it only when something needs encoding.
     name = args.encoder or os.environ.get(ENV_ENCODER)
-    # These only read rows (reembed builds the encoder it switches to itself).
-    encodes = args.command not in ("get", "info", "export", "verify", "reembed")
+    # These only read rows (reembed builds the encoder it switches to itself; a restore
+    # encodes only a snapshot without vectors, and then with the encoder --encoder names).
+    encodes = args.command not in ("get", "info", "export", "verify", "reembed", "dump", "backup")
     embedder = None if name is None or not encodes else embedder_named(name)
     return Memory(location, scope=args.scope or DEFAULT_SCOPE, embedder=embedder)
 
@@ -442,21 +461,57 @@ def _record_id(value: str) -> int:
 
 
 def _get(memory, args: argparse.Namespace) -> int:  # type: ignore[no-untyped-def]
-    # Every id is looked up before anything is printed: a missing one fails the whole call.
-    records = [memory.get(record_id) for record_id in dict.fromkeys(args.ids)]
+    # What exists is printed, what does not is named (and the exit code says some were not).
+    wanted = list(dict.fromkeys(args.ids))
+    found = memory.store.get(memory.scope, wanted)
+    records = [found[record_id] for record_id in wanted if record_id in found]
+    missing = [record_id for record_id in wanted if record_id not in found]
+    erasures = _erasures(memory, [r.id for r in records if r.state == "redacted"])
     if args.json:
         _print_json([record.to_dict() for record in records])
-        return EXIT_OK
-    for number, record in enumerate(records):
-        if number:
-            print()
-        _print_record(record)
+    else:
+        for number, record in enumerate(records):
+            if number:
+                print()
+            _print_record(record, erasures.get(record.id))
+    if missing:
+        names = ", ".join(str(i) for i in missing)
+        _fail(f"no record {names} in scope {memory.scope!r}" + _empty_scope_hint(memory))
+        return EXIT_ERROR
     return EXIT_OK
 
 
-def _print_record(record: Record) -> None:
+def _erasures(memory, ids: list[int]) -> dict[int, str]:  # type: ignore[no-untyped-def]
+    """``id -> "redacted AT by WHO: REASON"`` of each tombstone among ``ids``."""
+    if not ids:
+        return {}
+    from mempp.timeline import corrections
+
+    found: dict[int, str] = {}
+    for fix in corrections(memory):
+        if fix.operation != "redact":
+            continue
+        who = f" by {fix.actor}" if fix.actor else ""
+        for row in fix.record_ids:
+            if row in ids:
+                found[row] = f"redacted {fix.at}{who}: {fix.reason}"
+    return found
+
+
+def _empty_scope_hint(memory) -> str:  # type: ignore[no-untyped-def]
+    """A hint when the scope itself holds nothing: a mistyped --scope finds no records."""
+    if memory.store.count(memory.scope, active_only=False):
+        return ""
+    scopes = memory.store.scopes()
+    shown = ", ".join(scopes[:INFO_SCOPES_SHOWN]) + (
+        ", ..." if len(scopes) > INFO_SCOPES_SHOWN else ""
+    )
+    return f" (scope {memory.scope!r} holds no records; scopes here: {shown or 'none'})"
+
+
+def _print_record(record: Record, erased: str | None = None) -> None:
     """Two header lines (what the evidence header says, then the rest), a blank line, the
-    text as stored."""
+    text as stored (for a tombstone: when, by whom and why it was erased)."""
     head = [f"record {record.id}", record.day or "undated", record.author or "-"]
     if record.thread:
         head.append(f"thread {record.thread}")
@@ -472,18 +527,19 @@ def _print_record(record: Record) -> None:
         details.append(f"source {record.source}")
     if record.metadata:
         details.append("metadata " + json.dumps(record.metadata, ensure_ascii=False))
+    if erased is not None:
+        details.append(erased)
     print(" | ".join(head))
     print(" | ".join(details))
     print()
-    print(record.text)
+    print(record.text if record.state != "redacted" else "(erased; only this tombstone is kept)")
 
 
 def _info(memory, args: argparse.Namespace) -> int:  # type: ignore[no-untyped-def]
     store = memory.store
     _warn_if_readable(store.location)
-    # Active first: rows are never deleted, so the total read after it cannot be smaller.
-    active = store.count(memory.scope)
-    records = store.count(memory.scope, active_only=False)
+    states = store.state_counts(memory.scope)  # one statement: the parts add up
+    records = states["active"] + states["archived"] + states["redacted"]
     encoder = store.encoder()
     scopes = store.scopes()
     running = store.reembed_status() if isinstance(store, ReembedStore) else None
@@ -493,8 +549,7 @@ def _info(memory, args: argparse.Namespace) -> int:  # type: ignore[no-untyped-d
                 "location": store.location,
                 "scope": memory.scope,
                 "records": records,
-                "active": active,
-                "archived": records - active,
+                **states,
                 "encoder": None if encoder is None else {"name": encoder[0], "dim": encoder[1]},
                 "schema": store.schema_version(),
                 "scopes": scopes,
@@ -511,7 +566,14 @@ def _info(memory, args: argparse.Namespace) -> int:  # type: ignore[no-untyped-d
         return EXIT_OK
     print(f"store     {store.location}")
     print(f"scope     {memory.scope}")
-    print(f"records   {records} ({active} active, {records - active} archived)")
+    # Tombstones and superseded rows are named when there are some (--json has every count).
+    parts = [
+        f"{states[state]} {state}"
+        for state in ("active", "archived", "redacted")
+        if state != "redacted" or states[state]
+    ]
+    linked = f"; {states['superseded']} superseded" if states["superseded"] else ""
+    print(f"records   {records} ({', '.join(parts)}{linked})")
     print("encoder   " + ("none yet" if encoder is None else f"{encoder[0]} ({encoder[1]}-d)"))
     if running is not None:
         print(
@@ -579,7 +641,7 @@ def _search(memory, args: argparse.Namespace) -> int:  # type: ignore[no-untyped
         print(f"{head}  score={hit.score:.5f} legs={legs}{flag}")
         print("     " + _snippet(record.text))
     if not hits:
-        print("no matching records", file=sys.stderr)
+        print("no matching records" + _empty_scope_hint(memory), file=sys.stderr)
     return EXIT_OK
 
 

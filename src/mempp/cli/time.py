@@ -1,7 +1,8 @@
 """The command line of time and truth: the search filters (``--known-at``, ``--since``,
 ``--author``, ``--tag``, ``--all-tags``, ``--thread``, ``--source``) and the commands
-``history``, ``changes``, ``supersede``, ``archive`` and ``redact``, one to one with
-``Memory.history``, ``changes``, ``supersede``, ``archive`` and ``redact``.
+``history``, ``changes``, ``supersede``, ``archive``, ``redact``, ``undo`` and ``runs``, one
+to one with ``Memory.history``, ``changes``, ``supersede``, ``archive``, ``redact``, ``undo``
+and the store's change log.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ if TYPE_CHECKING:
     from mempp.memory import Memory
     from mempp.timeline import Correction
 
-COMMANDS = ("history", "changes", "supersede", "archive", "redact")
+COMMANDS = ("history", "changes", "supersede", "archive", "redact", "undo", "runs")
 
 
 def add_filter_arguments(parser: argparse.ArgumentParser) -> None:
@@ -103,6 +104,19 @@ def add_parser(commands: Any) -> None:
     redact.add_argument("id", type=int)
     _attribution(redact)
 
+    undo = commands.add_parser(
+        "undo",
+        help="restore every state a run changed: a supersede, an archive or a consolidate run "
+        "(`mempp runs` lists them; an erasure cannot be undone)",
+    )
+    undo.add_argument("run", type=int, metavar="RUN", help="the run's id")
+    undo.add_argument("--json", action="store_true")
+
+    runs = commands.add_parser(
+        "runs", help="the change log: every run (supersede, archive, redact, consolidate, undo)"
+    )
+    runs.add_argument("--json", action="store_true")
+
 
 def _attribution(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--reason", required=True, help="why (kept in the change log)")
@@ -151,6 +165,15 @@ def run(memory: Memory, args: argparse.Namespace) -> int:
             for fix in fixes:
                 print(f"  {_describe(fix)}")
         return 0
+    if command == "undo":
+        report = memory.undo(args.run)
+        if args.json:
+            _print_json(report.to_dict())
+        else:
+            print(report.summary())
+        return 0
+    if command == "runs":
+        return _runs(memory, args.json)
     actor = args.actor or _default_actor()
     if command == "supersede":
         correction = memory.supersede(args.old, by=args.by, reason=args.reason, actor=actor)
@@ -162,6 +185,33 @@ def run(memory: Memory, args: argparse.Namespace) -> int:
         _print_json(correction.to_dict())
     else:
         print(_describe(correction))
+    return 0
+
+
+def _runs(memory: Memory, as_json: bool) -> int:
+    from mempp.store.base import ConsolidationStore, supports
+
+    store = memory.store
+    supports(store, ConsolidationStore, "the change log")
+    assert isinstance(store, ConsolidationStore)
+    runs = store.runs(memory.scope)
+    if as_json:
+        _print_json([run.to_dict() for run in runs])
+        return 0
+    for run in runs:
+        settings = run.settings
+        what = run.operation + (" (dry run)" if run.dry_run else "")
+        if run.undoes is not None:
+            what += f" of run {run.undoes}"
+        rows = [c.change.record_id for c in store.run_changes(memory.scope, run.id)]
+        shown = ", ".join(f"#{row}" for row in rows[:8]) + (", ..." if len(rows) > 8 else "")
+        by = f" by #{settings['by']}" if settings.get("by") is not None else ""
+        who = f" ({settings['actor']})" if settings.get("actor") else ""
+        why = f": {settings['reason']}" if settings.get("reason") else ""
+        undone = f" [undone by run {run.undone_by}]" if run.undone_by is not None else ""
+        print(f"run {run.id}  {run.started_at[:19]}  {what} {shown or '-'}{by}{who}{why}{undone}")
+    if not runs:
+        print(f"no runs in scope {memory.scope!r}", file=sys.stderr)
     return 0
 
 

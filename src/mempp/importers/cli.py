@@ -105,6 +105,11 @@ def run(
     if getattr(args, "date", None) is not None:
         options["date"] = args.date
     importer = get("folder" if args.command == "ingest" else args.source, **options)
+    missing = [path for path in args.paths if not os.path.lexists(path)]
+    if missing and len(missing) == len(args.paths):
+        # Nothing to read at all: a mistyped path is bad input, and no store is created for it
+        # (a missing path among others is reported with the failed items, as it always was).
+        raise InvalidInput(f"{missing[0]}: no such file or folder")
     items = read_paths(importer, args.paths)  # a path that is no export fails here, storeless
     memory = None
     if not args.dry_run or _exists(location):  # a dry run creates no store

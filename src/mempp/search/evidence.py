@@ -116,7 +116,9 @@ class Evidence:
 
 def header(hit: Hit, position: int) -> str:
     """``[i] date | author | thread T | record N`` (author and thread when the record has
-    them): the thread tells the model which rows belong to one conversation."""
+    them): the thread tells the model which rows belong to one conversation. A correction
+    the question can see ends it: ``| superseded by record M (DATE)`` or ``| archived (DATE)``
+    (mempp.search.corrections decides which)."""
     record = hit.record
     parts = [record.date or "undated"]
     if record.author:
@@ -124,6 +126,10 @@ def header(hit: Hit, position: int) -> str:
     if record.thread:
         parts.append(f"thread {shown_label(record.thread)}")
     parts.append(f"record {record.id}")
+    if hit.superseded_on is not None and record.superseded_by is not None:
+        parts.append(f"superseded by record {record.superseded_by} ({hit.superseded_on})")
+    if hit.archived_on is not None:
+        parts.append(f"archived ({hit.archived_on})")
     return f"[{position}] " + " | ".join(parts)
 
 

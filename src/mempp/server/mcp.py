@@ -341,7 +341,12 @@ def _request_id(ctx: Context) -> str | None:
 
 def _hit(hit: dict[str, Any]) -> dict[str, Any]:
     keep = ("id", "date", "author", "thread", "tags", "source", "text", "rank", "state")
-    return {key: hit[key] for key in keep}
+    out = {key: hit[key] for key in keep}
+    # A correction only when the question can see it (mempp.search.corrections).
+    for key in ("superseded_by", "superseded_on", "archived_on"):
+        if hit.get(key) is not None:
+            out[key] = hit[key]
+    return out
 
 
 def _entry(entry: dict[str, Any]) -> dict[str, Any]:

@@ -405,6 +405,14 @@ class HitOut(RecordOut):
     legs: list[str] = Field(description="The legs that found it: lex, tag, vec, date, thread.")
     leg_ranks: dict[str, int] = Field(description="Its 1-based rank in each leg's list.")
     reserved: bool = Field(description="Placed by a recency slot.")
+    superseded_on: str | None = Field(
+        default=None,
+        description="The day its supersession by 'superseded_by' took effect, when the "
+        "question's as_of and known_at can see it (else superseded_by is null).",
+    )
+    archived_on: str | None = Field(
+        default=None, description="The day it was archived, when the question can see it."
+    )
 
 
 class SearchOut(BaseModel):

@@ -10,7 +10,7 @@ ranking go to the newer ingest (larger id).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar, runtime_checkable
@@ -23,6 +23,9 @@ from mempp.records import AddResult, Document, Record, State
 from mempp.search.query import LexicalQuery
 
 T = TypeVar("T")
+
+#: The keys of ``Store.state_counts``, in the order ``mempp info`` shows them.
+STATE_COUNT_KEYS = ("active", "archived", "redacted", "superseded")
 
 
 @runtime_checkable
@@ -104,6 +107,12 @@ class Store(Protocol):
     def get(self, scope: str, ids: Collection[int]) -> dict[int, Record]: ...
 
     def count(self, scope: str, *, active_only: bool = True) -> int: ...
+
+    def state_counts(self, scope: str) -> dict[str, int]:
+        """How many rows of the scope are in each state, keyed by ``STATE_COUNT_KEYS``:
+        ``active``, ``archived`` and ``redacted`` (tombstones) partition the scope;
+        ``superseded`` counts the rows of the first two with a successor link."""
+        ...
 
     def scopes(self) -> list[str]:
         """Every scope holding at least one record (any state)."""
@@ -276,11 +285,21 @@ class RunInfo:
     undoes: int | None
     undone_by: int | None
 
+    @property
+    def operation(self) -> str:
+        """What the run did, for people: ``supersede``, ``archive``, ``redact`` (a manual
+        correction), ``undo`` or ``consolidate`` (the LLM operator)."""
+        named = self.settings.get("operation")
+        if isinstance(named, str) and named:
+            return named
+        return "undo" if self.kind == "undo" else "consolidate"
+
     def to_dict(self) -> dict[str, object]:
         return {
             "id": self.id,
             "scope": self.scope,
             "kind": self.kind,
+            "operation": self.operation,
             "dry_run": self.dry_run,
             "started_at": self.started_at,
             "finished_at": self.finished_at,
@@ -384,6 +403,13 @@ class TimelineStore(Protocol):
         """Rows of any state whose ``superseded_by`` is one of ``ids``, by id."""
         ...
 
+    def state_log(self, scope: str, ids: Collection[int]) -> list[tuple[int, str, int | None, str]]:
+        """Every logged state change of the rows ``ids`` (dry runs left out), oldest first:
+        ``(record id, new state, new superseded_by, when its run started, ISO 8601 UTC)``.
+        What tells when a row's current link or archive became known
+        (mempp.search.corrections)."""
+        ...
+
 
 @runtime_checkable
 class RedactionStore(Protocol):
@@ -400,6 +426,56 @@ class RedactionStore(Protocol):
         engine's free space or journal where the engine allows (SQLite: secure_delete and a
         WAL checkpoint). Refuses (``InvalidInput``, nothing changed) a row already
         redacted; ``RecordNotFound`` an unknown id. Returns the run id and the erased ids."""
+        ...
+
+
+#: The kinds of row a snapshot holds, in the order a store gives and takes them: a row of each
+#: kind refers only to rows of the kinds before it (or, for ``superseded_by`` and
+#: ``undone_by``, to rows of its own kind, which a restore links once all are in).
+SNAPSHOT_KINDS = ("record", "run", "group", "change", "redaction", "triple", "extraction", "key")
+
+
+@runtime_checkable
+class SnapshotStore(Protocol):
+    """What ``mempp dump`` / ``mempp restore`` (mempp.transfer) need: every stored row, as
+    plain values an engine of another kind writes back id for id.
+
+    A row is ``(kind, fields)``; the fields of each kind, the same on every engine:
+
+    * ``record``: id, scope, text, author, event_date, event_key, tags (list), source,
+      ingested_at (ISO 8601, UTC), ingested_key, state (``active``/``archived`` as stored: a
+      tombstone is archived), superseded_by, thread, metadata (dict or None), labels (the tag
+      index's labels, sorted), vector (float32 array; None from ``snapshot(vectors=False)``)
+    * ``run``: id, scope, kind, dry_run, started_at, finished_at, settings, counts, undoes,
+      undone_by
+    * ``group``: scope, run_id, group, label, members (list), detail
+    * ``change``: id, scope, run_id, group, label, record_id, old_state, old_superseded_by,
+      new_state, new_superseded_by, merged_id
+    * ``redaction``: scope, record_id, run_id, redacted_at, reason, actor
+    * ``triple``: id, scope, record_id, subject, relation, object, subject_key, object_key
+    * ``extraction``: scope, record_id, extracted_at, model, triples
+    * ``key``: key_id, scope, role, label, created_at, revoked_at, secret_hash (bytes)
+    """
+
+    def is_empty(self) -> bool:
+        """True when the store holds no record, run or API key in any scope."""
+        ...
+
+    def snapshot(
+        self, scopes: Collection[str] | None, *, vectors: bool
+    ) -> AbstractContextManager[Iterator[tuple[str, dict[str, Any]]]]:
+        """A context yielding the rows of ``scopes`` (None: every scope), kind by kind in
+        ``SNAPSHOT_KINDS`` order, each kind by id, read from ONE consistent view of the store
+        while writers go on, a page at a time."""
+        ...
+
+    def restore(
+        self, encoder: tuple[str, int] | None, rows: Iterable[tuple[str, dict[str, Any]]]
+    ) -> dict[str, int]:
+        """Write ``rows`` (in ``SNAPSHOT_KINDS`` order, every record with its vector) into this
+        EMPTY store with their own ids, and bind ``encoder``, in ONE transaction: on any error
+        nothing is written. Refuses (``InvalidInput``) a store that is not empty. Returns how
+        many rows of each kind were written."""
         ...
 
 

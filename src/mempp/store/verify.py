@@ -1,9 +1,15 @@
-"""What ``mempp verify`` checks, engine by engine: the result type and the append-only
-triggers every store must still have (an owner can drop them; verify says so)."""
+"""What ``mempp verify`` checks, engine by engine: the result type, the append-only triggers
+every store must still have (an owner can drop them; verify says so), and the wording of the
+checks both engines make the same way (every text against its stored hash, every vector of
+the bound size and not zeroed).
+
+A redaction is the one sanctioned change of content: its tombstone (empty text, empty hash,
+zeroed vector, a ``redactions`` row) passes every check; the same values on a row without a
+tombstone fail them."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 
@@ -63,13 +69,24 @@ def triggers_check(present: set[str], expected: frozenset[str]) -> Check:
     return Check("append-only triggers", True, f"all {len(expected)} present")
 
 
-def vectors_check(dim: str | None, total: int, count_bad: Callable[[int], int]) -> Check:
-    """Every record has a vector of the bound size; ``count_bad(dim)`` counts those without."""
+def vectors_check(
+    dim: str | None, total: int, count_bad: Callable[[int], int], zeroed: Sequence[int] = ()
+) -> Check:
+    """Every record has a vector of the bound size; ``count_bad(dim)`` counts those without.
+    ``zeroed``: ids of rows that are not tombstones and whose vector is all zeros (a vector
+    no encoder gives: every row's cosine to it is undefined, so it drops out of the leg)."""
     if dim is None:
         return Check("vectors", total == 0, f"no encoder bound; {total} records")
     bad = count_bad(int(dim))
     if bad:
         return Check("vectors", False, f"{bad} of {total} records lack a {dim}-d vector")
+    if zeroed:
+        return Check(
+            "vectors",
+            False,
+            f"{len(zeroed)} records that are not redacted have a zeroed vector "
+            f"(records {_some(zeroed)})",
+        )
     return Check("vectors", True, f"every one of {total} records has a {dim}-d vector")
 
 
@@ -86,3 +103,21 @@ def reembed_check(target: tuple[str, int] | None, staged: int, total: int, bad: 
         f"to {name} ({dim}-d) under way: {staged} of {total} rows staged; searches use the "
         "current vectors until it completes",
     )
+
+
+def texts_check(total: int, mismatched: Sequence[int]) -> Check:
+    """Every record's text against the hash stored when it was written (a tombstone: empty
+    text, empty hash). ``mismatched``: ids of the rows where they differ, ascending."""
+    if mismatched:
+        return Check(
+            "record texts",
+            False,
+            f"{len(mismatched)} of {total} records' text differs from its stored hash "
+            f"(records {_some(mismatched)}): rewritten behind the triggers' back",
+        )
+    return Check("record texts", True, f"every one of {total} texts matches its stored hash")
+
+
+def _some(ids: Sequence[int], shown: int = 5) -> str:
+    head = ", ".join(str(i) for i in list(ids)[:shown])
+    return head + (", ..." if len(ids) > shown else "")

@@ -78,6 +78,7 @@ from mempp.store.postgres.legs import _LegsMixin
 from mempp.store.postgres.nearest import EF_SEARCH_CEILING, VECTORS_MAX_ROWS
 from mempp.store.postgres.reembed import _ReembedMixin
 from mempp.store.postgres.schema import BM25_MAX_ROWS, HNSW_MAX_DIM, MIGRATIONS
+from mempp.store.postgres.snapshot import _SnapshotMixin
 from mempp.store.postgres.timeline import _TimelineMixin
 from mempp.store.postgres.verify import _VerifyMixin
 
@@ -110,6 +111,7 @@ class PostgresStore(
     _VerifyMixin,
     _KeysMixin,
     _BulkMixin,
+    _SnapshotMixin,
 ):
     """A store in a PostgreSQL database with the pgvector extension.
 

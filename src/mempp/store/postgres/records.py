@@ -15,8 +15,8 @@ from mempp.dates import now_key
 from mempp.encoders import mismatch
 from mempp.errors import StoreError
 from mempp.records import AddResult, Document, Record, State, text_hash
+from mempp.store.base import STATE_COUNT_KEYS, dedupe_date
 from mempp.store.base import UNDATED_DEDUPE_KEY as UNDATED
-from mempp.store.base import dedupe_date
 from mempp.store.postgres.bulk import (
     BULK_MIN_ROWS,
     duplicate_ids,
@@ -160,33 +160,39 @@ class _RecordsMixin(_PostgresBase):
     def bind_encoder(self, name: str, dim: int) -> None:
         if not isinstance(dim, int) or isinstance(dim, bool) or dim < 1:
             raise StoreError(f"an encoder dimension must be a positive integer, got {dim!r}")
-        sql = self._psycopg.sql
         with self._connection() as conn:
-            conn.execute("SELECT pg_advisory_xact_lock(%s, 0)", (_LOCK_CLASS_SCHEMA,))
-            found = dict(
-                conn.execute(
-                    "SELECT key, value FROM mempp_meta WHERE key IN ('encoder', 'dim')"
-                ).fetchall()
-            )
-            if "encoder" not in found:
-                # First encoder: from now on the database itself refuses a vector of another
-                # size, and the ANN index can be built (it needs a fixed dimension).
-                conn.execute(
-                    sql.SQL(
-                        "ALTER TABLE records ADD CONSTRAINT records_embedding_dim "
-                        "CHECK (vector_dims(embedding) = {})"
-                    ).format(sql.Literal(dim))
-                )
-                # Not under a bulk load: its end builds the index once over all its rows.
-                if dim <= HNSW_MAX_DIM and no_load_running(conn):
-                    conn.execute(hnsw_index_sql(dim))
-                conn.execute(
-                    "INSERT INTO mempp_meta (key, value) VALUES ('encoder', %s), ('dim', %s)",
-                    (name, str(dim)),
-                )
-                return
-        if (found["encoder"], int(found["dim"])) != (name, dim):
+            found = self._bind_in(conn, name, dim)
+        if found is not None and (found["encoder"], int(found["dim"])) != (name, dim):
             raise mismatch(self.location, (found["encoder"], int(found["dim"])), name, dim)
+
+    def _bind_in(self, conn: Any, name: str, dim: int) -> dict[str, str] | None:
+        """Bind the encoder inside the caller's transaction; the binding found instead when
+        the store already has one (the caller compares it)."""
+        sql = self._psycopg.sql
+        conn.execute("SELECT pg_advisory_xact_lock(%s, 0)", (_LOCK_CLASS_SCHEMA,))
+        found = dict(
+            conn.execute(
+                "SELECT key, value FROM mempp_meta WHERE key IN ('encoder', 'dim')"
+            ).fetchall()
+        )
+        if "encoder" in found:
+            return found
+        # First encoder: from now on the database itself refuses a vector of another size,
+        # and the ANN index can be built (it needs a fixed dimension).
+        conn.execute(
+            sql.SQL(
+                "ALTER TABLE records ADD CONSTRAINT records_embedding_dim "
+                "CHECK (vector_dims(embedding) = {})"
+            ).format(sql.Literal(dim))
+        )
+        # Not under a bulk load: its end builds the index once over all its rows.
+        if dim <= HNSW_MAX_DIM and no_load_running(conn):
+            conn.execute(hnsw_index_sql(dim))
+        conn.execute(
+            "INSERT INTO mempp_meta (key, value) VALUES ('encoder', %s), ('dim', %s)",
+            (name, str(dim)),
+        )
+        return None
 
     def _bound_dim(self) -> int | None:
         bound = self.encoder()
@@ -295,6 +301,21 @@ class _RecordsMixin(_PostgresBase):
             return conn.execute(
                 f"SELECT count(*) FROM records WHERE scope = %s{condition}", (scope,)
             ).fetchone()[0]
+
+    def state_counts(self, scope: str) -> dict[str, int]:
+        with self._connection() as conn:
+            row = conn.execute(
+                """SELECT count(*) FILTER (WHERE x.record_id IS NULL AND r.state = 'active'),
+                          count(*) FILTER (WHERE x.record_id IS NULL AND r.state = 'archived'),
+                          count(x.record_id),
+                          count(*) FILTER (WHERE x.record_id IS NULL
+                                           AND r.superseded_by IS NOT NULL)
+                   FROM records r LEFT JOIN redactions x
+                     ON x.scope = r.scope AND x.record_id = r.id
+                   WHERE r.scope = %s""",
+                (scope,),
+            ).fetchone()
+        return dict(zip(STATE_COUNT_KEYS, (int(n) for n in row), strict=True))
 
     def records_after(
         self, scope: str, after: int, limit: int, *, active_only: bool = False

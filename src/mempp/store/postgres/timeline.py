@@ -4,6 +4,7 @@ rows that entered between two dates. Every state counts: history shows what was 
 from __future__ import annotations
 
 from collections.abc import Collection
+from datetime import UTC
 
 from mempp.store.base import first_reasons
 from mempp.store.postgres.records import _RecordsMixin
@@ -75,3 +76,17 @@ class _TimelineMixin(_RecordsMixin):
                 (scope, [int(i) for i in ids]),
             ).fetchall()
         return [row[0] for row in rows]
+
+    def state_log(self, scope: str, ids: Collection[int]) -> list[tuple[int, str, int | None, str]]:
+        if not ids:
+            return []
+        with self._connection() as conn:
+            rows = conn.execute(
+                """SELECT c.record_id, c.new_state, c.new_superseded_by, r.started_at
+                   FROM consolidation_changes c
+                   JOIN consolidation_runs r ON r.scope = c.scope AND r.id = c.run_id
+                   WHERE c.scope = %s AND NOT r.dry_run AND c.record_id = ANY(%s::bigint[])
+                   ORDER BY c.id""",
+                (scope, [int(i) for i in ids]),
+            ).fetchall()
+        return [(int(a), b, c, d.astimezone(UTC).isoformat()) for a, b, c, d in rows]

@@ -1,5 +1,8 @@
-"""``verify`` for the PostgreSQL engine: a vector of the bound size for every record, each
-row's full-text vector as the text gives it, the append-only triggers. (Page-level integrity
+"""``verify`` for the PostgreSQL engine: a vector of the bound size, not zeroed, for every
+record that is not a tombstone, every text against its stored hash (the full-text vector is a
+column generated from the text, so a text rewritten with the triggers off is found by its
+hash, not by the index), each row's full-text vector as today's tokenizer gives it, the
+append-only triggers. (Page-level integrity
 is PostgreSQL's own: data checksums and the ``amcheck`` extension.)"""
 
 from __future__ import annotations
@@ -9,6 +12,7 @@ from mempp.store.verify import (
     POSTGRES_TRIGGERS,
     Check,
     reembed_check,
+    texts_check,
     triggers_check,
     vectors_check,
 )
@@ -23,7 +27,28 @@ class _VerifyMixin(_PostgresBase):
             dim = conn.execute("SELECT value FROM mempp_meta WHERE key = 'dim'").fetchone()
             total = conn.execute("SELECT count(*) FROM records").fetchone()[0]
             count_bad = lambda size: conn.execute(bad, (size,)).fetchone()[0]  # noqa: E731
-            checks.append(vectors_check(dim and dim[0], total, count_bad))
+            zeroed = [
+                row[0]
+                for row in conn.execute(
+                    """SELECT id FROM records r WHERE vector_norm(embedding) = 0
+                       AND NOT EXISTS (SELECT 1 FROM redactions x
+                                       WHERE x.scope = r.scope AND x.record_id = r.id)
+                       ORDER BY id"""
+                )
+            ]
+            checks.append(vectors_check(dim and dim[0], total, count_bad, zeroed))
+            mismatched = [
+                row[0]
+                for row in conn.execute(
+                    """SELECT id FROM records r WHERE CASE
+                         WHEN EXISTS (SELECT 1 FROM redactions x
+                                      WHERE x.scope = r.scope AND x.record_id = r.id)
+                         THEN text <> '' OR text_hash <> '\\x'::bytea
+                         ELSE text_hash <> sha256(convert_to(text, 'UTF8')) END
+                       ORDER BY id"""
+                )
+            ]
+            checks.append(texts_check(total, mismatched))
             meta = dict(
                 conn.execute(
                     """SELECT key, value FROM mempp_meta

@@ -37,6 +37,7 @@ from mempp.store.sqlite.schema import (
     MIGRATIONS,
     describe_failure,
 )
+from mempp.store.sqlite.snapshot import _BackupMixin
 from mempp.store.sqlite.timeline import _TimelineMixin
 from mempp.store.sqlite.verify import _VerifyMixin
 
@@ -84,5 +85,6 @@ class SQLiteStore(
     _GraphMixin,
     _VerifyMixin,
     _KeysMixin,
+    _BackupMixin,
 ):
     """The default engine: a single local file, no server."""

@@ -62,11 +62,17 @@ class _ErasureMixin(_ChangeLogMixin):
                     [(row, scope, run_id, at, reason, actor) for row in erased],
                 )
                 for row, _, _, text in states:
-                    # External-content FTS5: the old text names the terms to take out.
+                    # External-content FTS5: the old text names the terms to take out. The
+                    # row then goes back in with the tombstone's empty text, so the index
+                    # still has one entry per record and FTS5's integrity check (verify)
+                    # finds it matching the records table.
                     conn.execute(
                         """INSERT INTO records_fts (records_fts, rowid, text)
                            VALUES ('delete', ?, ?)""",
                         (row, text),
+                    )
+                    conn.execute(
+                        "INSERT INTO records_fts (rowid, text) VALUES (?, ?)", (row, ERASED_TEXT)
                     )
                 ids = json.dumps(erased)
                 conn.execute(

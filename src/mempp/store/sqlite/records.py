@@ -15,7 +15,7 @@ from mempp.dates import now_key
 from mempp.encoders import mismatch
 from mempp.errors import EncoderMismatch, StoreError
 from mempp.records import AddResult, Document, Record, State, text_hash
-from mempp.store.base import UNDATED_DEDUPE_KEY, dedupe_date
+from mempp.store.base import STATE_COUNT_KEYS, UNDATED_DEDUPE_KEY, dedupe_date
 from mempp.store.sqlite.schema import _SQLiteBase, describe_failure
 
 # A redacted row reports the state "redacted" (it is stored archived, with its tombstone in
@@ -210,6 +210,19 @@ class _RecordsMixin(_SQLiteBase):
             return self._conn.execute(
                 f"SELECT count(*) FROM records WHERE scope = ?{condition}", (scope,)
             ).fetchone()[0]
+
+    def state_counts(self, scope: str) -> dict[str, int]:
+        with self._lock:
+            row = self._conn.execute(
+                """SELECT coalesce(sum(x.record_id IS NULL AND r.state = 'active'), 0),
+                          coalesce(sum(x.record_id IS NULL AND r.state = 'archived'), 0),
+                          count(x.record_id),
+                          coalesce(sum(x.record_id IS NULL AND r.superseded_by IS NOT NULL), 0)
+                   FROM records r LEFT JOIN redactions x ON x.record_id = r.id
+                   WHERE r.scope = ?""",
+                (scope,),
+            ).fetchone()
+        return dict(zip(STATE_COUNT_KEYS, (int(n) for n in row), strict=True))
 
     def records_after(
         self, scope: str, after: int, limit: int, *, active_only: bool = False

@@ -77,3 +77,17 @@ class _TimelineMixin(_RecordsMixin):
                 (json.dumps([int(i) for i in ids]), scope),
             ).fetchall()
         return [row[0] for row in rows]
+
+    def state_log(self, scope: str, ids: Collection[int]) -> list[tuple[int, str, int | None, str]]:
+        if not ids:
+            return []
+        with self._lock:
+            rows = self._conn.execute(
+                """SELECT c.record_id, c.new_state, c.new_superseded_by, r.started_at
+                   FROM consolidation_changes c JOIN consolidation_runs r ON r.id = c.run_id
+                   WHERE r.scope = ? AND NOT r.dry_run
+                     AND c.record_id IN (SELECT value FROM json_each(?))
+                   ORDER BY c.id""",
+                (scope, json.dumps([int(i) for i in ids])),
+            ).fetchall()
+        return [(int(a), b, c, d) for a, b, c, d in rows]

@@ -1,15 +1,18 @@
 """``verify`` for the SQLite engine: the file's own integrity check, the full-text index
-against the records, a vector of the right size for every record, the append-only triggers."""
+against the records, every text against its stored hash, a vector of the right size and not
+zeroed for every record that is not a tombstone, the append-only triggers."""
 
 from __future__ import annotations
 
 import sqlite3
 
+from mempp.records import text_hash
 from mempp.store.sqlite.schema import _SQLiteBase
 from mempp.store.verify import (
     SQLITE_TRIGGERS,
     Check,
     reembed_check,
+    texts_check,
     triggers_check,
     vectors_check,
 )
@@ -43,7 +46,15 @@ class _VerifyMixin(_SQLiteBase):
             dim = conn.execute("SELECT value FROM mempp_meta WHERE key = 'dim'").fetchone()
             total = conn.execute("SELECT count(*) FROM records").fetchone()[0]
             count_bad = lambda size: conn.execute(bad, (size * 4,)).fetchone()[0]  # noqa: E731
-            checks.append(vectors_check(dim and dim[0], total, count_bad))
+            zeroed = [
+                row[0]
+                for row in conn.execute(
+                    """SELECT id FROM records WHERE embedding = zeroblob(length(embedding))
+                       AND id NOT IN (SELECT record_id FROM redactions) ORDER BY id"""
+                )
+            ]
+            checks.append(vectors_check(dim and dim[0], total, count_bad, zeroed))
+            checks.append(texts_check(total, self._mismatched_texts(conn)))
             checks.append(self._reembed_check(conn))
             present = {
                 row[0]
@@ -68,3 +79,20 @@ class _VerifyMixin(_SQLiteBase):
         ).fetchone()
         total = conn.execute("SELECT count(*) FROM records").fetchone()[0]
         return reembed_check((meta["reembed_encoder"], dim), staged, total, bad)
+
+    @staticmethod
+    def _mismatched_texts(conn: sqlite3.Connection) -> list[int]:
+        """Ids whose text does not hash to the stored ``text_hash`` (SQLite has no SHA-256,
+        so the rows are read here, a page at a time); a tombstone holds empty values."""
+        rows = conn.execute(
+            """SELECT id, text, text_hash,
+                      EXISTS (SELECT 1 FROM redactions x WHERE x.record_id = records.id)
+               FROM records ORDER BY id"""
+        )
+        bad = []
+        while page := rows.fetchmany(2000):
+            for row_id, text, stored, redacted in page:
+                expected = b"" if redacted else text_hash(text)
+                if bytes(stored) != expected or (redacted and text != ""):
+                    bad.append(row_id)
+        return bad
