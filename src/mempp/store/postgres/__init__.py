@@ -104,6 +104,7 @@ __all__ = [
 
 class PostgresStore(
     _LegsMixin,
+    _SnapshotMixin,
     _ReembedMixin,
     _ErasureMixin,
     _TimelineMixin,
@@ -111,7 +112,6 @@ class PostgresStore(
     _VerifyMixin,
     _KeysMixin,
     _BulkMixin,
-    _SnapshotMixin,
 ):
     """A store in a PostgreSQL database with the pgvector extension.
 
