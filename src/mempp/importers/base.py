@@ -240,9 +240,12 @@ def _flattened(items: Iterator[Item], source: str) -> Iterator[Item]:
 def _renamed(item: Item, prefix: str, name: str) -> Item:
     """``item`` with a location or source that starts with ``prefix`` starting with ``name``."""
     if isinstance(item, Document):
-        if item.source is not None and item.source.startswith(prefix):
-            return dataclasses.replace(item, source=name + item.source[len(prefix) :])
-        return item
+        changes = {
+            field: name + value[len(prefix) :]
+            for field in ("source", "thread")
+            if (value := getattr(item, field)) is not None and value.startswith(prefix)
+        }
+        return dataclasses.replace(item, **changes) if changes else item
     if item.location.startswith(prefix):
         return dataclasses.replace(item, location=name + item.location[len(prefix) :])
     return item

@@ -18,6 +18,7 @@
 | ``GET /v1/info`` | ``mempp info`` |
 | ``GET /v1/export`` | ``Memory.records`` as JSON Lines (``mempp export``) |
 | ``POST /v1/ingest`` | ``mempp ingest`` of an uploaded JSON Lines body |
+| ``POST /v1/import/{source}`` | ``mempp import SOURCE FILE`` of an export sent as the body |
 
 Every route acts on the scope of the request's key and nothing else. A correction is
 attributed to the calling key (its id, or ``local`` on a keyless loopback server), never to a
@@ -39,6 +40,7 @@ from starlette.requests import ClientDisconnect
 
 from mempp.llm.consolidate import history as runs_of
 from mempp.memory import Memory
+from mempp.server import imports
 from mempp.server import ingest as upload
 from mempp.server.problems import Problem, problem_responses
 from mempp.server.schemas import (
@@ -59,6 +61,7 @@ from mempp.server.schemas import (
     EvidenceOut,
     HistoryIn,
     HistoryOut,
+    ImportOut,
     InfoOut,
     IngestOut,
     RecordOut,
@@ -423,3 +426,41 @@ async def ingest(request: Request, principal: Writer) -> IngestOut:
         return await upload.ingest_stream(request.stream(), memory, run_in_threadpool)
     except ClientDisconnect:  # gone, or cut off by the size limit (already answered 413)
         raise Problem(400, "the upload ended early; the batches before are stored") from None
+
+
+@router.post(
+    "/import/{source}",
+    response_model=ImportOut,
+    summary="Store an export read by one of mempp's importers",
+    description="The body is one file of a tool's export, as `mempp import SOURCE FILE` reads "
+    "it (a Slack or Notion zip, saved GitHub or GitLab API pages, a Jira XML or CSV, a "
+    "Confluence page or space zip, DiscordChatExporter or Trello JSON, a Teams export zip, a "
+    "transcript, a Keep Takeout, mail, a document), with `name` its file name (its suffix "
+    "matters to several importers). A file that cannot be read at all is refused before "
+    "anything is stored; otherwise every item is accounted for: added, skipped by reason, "
+    "failed. `dry_run` counts without storing.",
+    openapi_extra={
+        "requestBody": {
+            "required": True,
+            "content": {"*/*": {"schema": {"type": "string", "format": "binary"}}},
+        }
+    },
+    responses=problem_responses(415),
+)
+async def import_export(
+    request: Request,
+    principal: Writer,
+    source: Annotated[str, Path(max_length=64, description="The importer: `mempp import`'s.")],
+    name: Annotated[str, Query(min_length=1, max_length=255, description="The file's name.")],
+    dry_run: Annotated[bool, Query(description="Count, store nothing.")] = False,
+) -> ImportOut:
+    if request.headers.get("content-type") is None:
+        raise Problem(415, "send the file with its media type", field="Content-Type")
+    memory = await run_in_threadpool(_memory, request, principal)
+    try:
+        report = await imports.import_body(
+            request.stream(), memory, source, name, dry_run=dry_run, in_thread=run_in_threadpool
+        )
+    except ClientDisconnect:  # gone, or cut off by the size limit (already answered 413)
+        raise Problem(400, "the upload ended early; nothing was stored") from None
+    return ImportOut.of(report)

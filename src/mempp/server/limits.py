@@ -16,6 +16,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from mempp.server.problems import Problem, problem_response
 
 UPLOAD_PATHS = ("/v1/ingest", "/upload")  # /upload: the web page's files
+UPLOAD_PREFIXES = ("/v1/import/",)  # an export sent whole to its importer
 SDK_COUNTED = "/mcp"
 
 
@@ -36,7 +37,9 @@ class BodyLimit:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        limit = self.max_upload if scope["path"] in UPLOAD_PATHS else self.max_body
+        path = scope["path"]
+        upload = path in UPLOAD_PATHS or path.startswith(UPLOAD_PREFIXES)
+        limit = self.max_upload if upload else self.max_body
         declared = next((v for k, v in scope["headers"] if k == b"content-length"), None)
         if declared is not None and not declared.isdigit():
             bad = Problem(400, "Content-Length is not a number", field="Content-Length")

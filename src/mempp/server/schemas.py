@@ -8,7 +8,7 @@ Responses mirror the library's ``to_dict`` shapes one to one.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
@@ -17,6 +17,9 @@ from mempp.dates import parse_as_of, parse_event_date
 from mempp.errors import InvalidInput, MemppError
 from mempp.filters import Filters
 from mempp.records import AddResult
+
+if TYPE_CHECKING:
+    from mempp.importers.base import ImportReport
 from mempp.search.packing import CAP, PASSAGE, THRESHOLD, WHOLE_FIRST, PackingOptions
 from mempp.settings import PRESETS
 
@@ -521,6 +524,39 @@ class IngestOut(BaseModel):
     failed: int
     failures: list[IngestFailure] = Field(description="Lines not stored, with the reason.")
     ids: list[int] = Field(description="Ids of the records added, in upload order.")
+
+
+class ImportItemOut(BaseModel):
+    location: str = Field(description="`file:item`: the file as named, and the item in it.")
+    reason: str
+
+
+class ImportOut(BaseModel):
+    source: str = Field(description="The importer that read the file.")
+    dry_run: bool
+    read: int = Field(description="Documents read from the file.")
+    added: int = Field(description="Records stored (with dry_run: that would be).")
+    skipped: int
+    skipped_by_reason: dict[str, int]
+    failed: int
+    failures: list[ImportItemOut] = Field(description="Items not read, with the reason.")
+    warnings: list[ImportItemOut] = Field(description="Items read, with something to tell.")
+    ids: list[int] = Field(description="Ids of the records added, in reading order.")
+
+    @classmethod
+    def of(cls, report: ImportReport) -> ImportOut:
+        return cls(
+            source=report.source,
+            dry_run=report.dry_run,
+            read=report.read,
+            added=report.added,
+            skipped=sum(report.skipped.values()),
+            skipped_by_reason=dict(report.skipped),
+            failed=report.failed,
+            failures=[ImportItemOut(location=f.location, reason=f.reason) for f in report.failures],
+            warnings=[ImportItemOut(location=n.location, reason=n.message) for n in report.notices],
+            ids=list(report.ids),
+        )
 
 
 class StatusOut(BaseModel):

@@ -15,8 +15,6 @@ The server's upload limit (``BodyLimit``, as for ``/v1/ingest``) bounds the requ
 
 from __future__ import annotations
 
-import os
-import re
 import shutil
 import tempfile
 from collections import Counter
@@ -29,6 +27,7 @@ from mempp.errors import InvalidInput
 from mempp.importers import Importer, Item, ItemError, Notice, Skipped, get
 from mempp.importers.base import read_paths, store_items
 from mempp.records import Document
+from mempp.server.imports import safe_name
 from mempp.server.web.access import WebError
 
 # Tried in this order: the folder importer goes by the file's suffix alone, so a note that
@@ -54,13 +53,6 @@ KINDS = (
     "export .zip, DiscordChatExporter, Trello board or Google Keep .json, a Teams export or "
     "Keep Takeout .zip, .vtt, .srt, an IRC .log"
 )
-_UNSAFE = re.compile(r"[^A-Za-z0-9._ -]+")
-
-
-def safe_name(name: str) -> str:
-    """A file name without folders or odd characters (the browser's name is untrusted)."""
-    base = os.path.basename(name.replace("\\", "/")) or "upload"
-    return _UNSAFE.sub("_", base)[:120] or "upload"
 
 
 def ingest_files(memory: Any, files: Sequence[tuple[str, BinaryIO]]) -> list[dict[str, Any]]:
