@@ -74,7 +74,12 @@ def _sqlite_behind_triggers(path: str, statements: list[str]) -> None:
     """Run ``statements`` with the content triggers dropped, then put them back as they were:
     what the file's owner can do, leaving the triggers check nothing to see."""
     conn = sqlite3.connect(path, isolation_level=None)
-    names = ("records_content_frozen", "records_erased_only", "records_no_replace")
+    names = (
+        "records_content_frozen",
+        "records_erased_only",
+        "records_no_replace",
+        "records_vector_frozen",
+    )
     saved = [
         conn.execute("SELECT sql FROM sqlite_master WHERE name = ?", (name,)).fetchone()[0]
         for name in names

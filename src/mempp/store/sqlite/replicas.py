@@ -63,11 +63,9 @@ def _bm25_from_fts5(conn: sqlite3.Connection) -> Bm25Index:
     )
     conn.execute("BEGIN")  # one snapshot for postings and row counts
     try:
-        # Redacted rows left the full-text index: FTS5 counts the others only.
-        max_id, rows = conn.execute(
-            """SELECT coalesce(max(id), 0), count(*) - (SELECT count(*) FROM redactions)
-               FROM records"""
-        ).fetchone()
+        # Every row has its full-text entry (a redacted one an empty entry, schema 10), and
+        # FTS5 counts each of them.
+        max_id, rows = conn.execute("SELECT coalesce(max(id), 0), count(*) FROM records").fetchone()
         grouped = conn.execute(
             "SELECT term, group_concat(doc) FROM temp.mempp_postings GROUP BY term"
         )
