@@ -327,7 +327,7 @@ def test_a_zip_reads_like_the_folder_and_a_bomb_is_one_line(tmp_path) -> None:
     found = items(archive, DiscordImporter(max_member=1 << 20))
     bombs = [e for e in found if isinstance(e, ItemError)]
     assert [(e.location, e.reason) for e in bombs] == [
-        (f"{archive}:bomb.json", "unpacks to more than 1 MiB")
+        (f"{archive}:bomb.json", "unpacks to 8 MiB, over the 1 MiB limit of one file")
     ]
     assert len(docs(found)) == 3
     with pytest.raises(InvalidInput, match="over the 4 MiB cap"):

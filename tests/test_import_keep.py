@@ -172,7 +172,7 @@ def test_bad_input_and_a_bomb(tmp_path) -> None:
         packed.writestr("Takeout/Keep/Huge.json", b"{" + b" " * (8 << 20) + b"}")
     found = items(archive, KeepImporter(max_member=1 << 20))
     assert [(e.location, e.reason) for e in found if isinstance(e, ItemError)] == [
-        (f"{archive}:Takeout/Keep/Huge.json", "unpacks to more than 1 MiB")
+        (f"{archive}:Takeout/Keep/Huge.json", "unpacks to 8 MiB, over the 1 MiB limit of one file")
     ]
     assert len(docs(found)) == 1
     for other in ({"guild": {}}, [1]):

@@ -315,7 +315,7 @@ def test_a_zip_a_bomb_and_the_action_cap(tmp_path) -> None:
         packed.writestr("bomb.json", b"{" + b" " * (8 << 20) + b"}")
     found = list(TrelloImporter(max_member=1 << 20).read(archive))
     assert [(e.location, e.reason) for e in found if isinstance(e, ItemError)] == [
-        (f"{archive}:bomb.json", "unpacks to more than 1 MiB")
+        (f"{archive}:bomb.json", "unpacks to 8 MiB, over the 1 MiB limit of one file")
     ]
     assert any(
         "the most Trello's JSON export holds" in n.message for n in found if isinstance(n, Notice)
