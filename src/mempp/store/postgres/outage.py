@@ -78,7 +78,7 @@ class Outage:
             if self._down_since is not None or self._closing.is_set():
                 return
             self._down_since = time.monotonic()
-            log.warning("%s is unreachable (%s); probing for its return", self._location, exc)
+            log.info("%s is unreachable (%s); probing for its return", self._location, exc)
             self._probe = threading.Thread(target=self._wait_for_return, name="mempp-pg-probe")
             self._probe.daemon = True
             self._probe.start()
@@ -93,7 +93,7 @@ class Outage:
             with self._lock:
                 down = time.monotonic() - (self._down_since or time.monotonic())
                 self._down_since = None
-            log.warning("%s answers again after %.1f s", self._location, down)
+            log.info("%s answers again after %.1f s", self._location, down)
             return
 
     def close(self) -> None:
