@@ -136,7 +136,9 @@ export class MemppClient {
     return out.results;
   }
 
-  /** Store documents from JSON Lines (`POST /v1/ingest`): a string, bytes, or documents. */
+  /** Store documents from JSON Lines (`POST /v1/ingest`): a string, bytes, or documents. Sent
+   * once, without an Idempotency-Key (the server replays no streamed upload; ingesting again
+   * skips the documents already stored). */
   ingest(
     lines: string | Uint8Array | Iterable<DocumentInput | ExportedRecord>,
     options?: CallOptions,
@@ -147,7 +149,7 @@ export class MemppClient {
     else body = Array.from(lines, (d) => JSON.stringify(d) + "\n").join("");
     return this.json(
       { method: "POST", path: ROUTES.ingest.path, body, contentType: JSONL, read: false },
-      options,
+      { ...options, idempotencyKey: false },
     );
   }
 
