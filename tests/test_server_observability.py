@@ -9,6 +9,7 @@ import io
 import json
 import logging
 import re
+import time
 from collections.abc import Iterator
 
 import httpx
@@ -141,6 +142,10 @@ def test_request_ids_are_echoed_and_carried_by_json_log_lines(
         made = client.post(
             "/v1/search", json={"query": SECRET_QUESTION}, headers={"X-Request-Id": "bad id\t!"}
         )
+        # The line is written once the response has gone: the client may read it first.
+        deadline = time.monotonic() + 5
+        while made.headers["x-request-id"] not in out.getvalue() and time.monotonic() < deadline:
+            time.sleep(0.01)
     finally:
         logger.removeHandler(handler)
         logger.setLevel(level)
