@@ -24,13 +24,9 @@ from mempp.store.postgres.bulk import (
     insert_by_copy,
     no_load_running,
 )
+from mempp.store.postgres.connect import _first_line
 from mempp.store.postgres.replicas import ScopeCache, ScopeVectors
-from mempp.store.postgres.schema import (
-    _LOCK_CLASS_SCHEMA,
-    HNSW_MAX_DIM,
-    _first_line,
-    _PostgresBase,
-)
+from mempp.store.postgres.schema import _LOCK_CLASS_SCHEMA, HNSW_MAX_DIM, _PostgresBase
 
 # A redacted row reports the state "redacted" (it is stored archived, with its tombstone in
 # ``redactions``). Every query naming these columns reads ``FROM records`` unaliased.
