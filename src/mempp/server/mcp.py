@@ -3,7 +3,9 @@
 Tools: ``remember``, ``search_memory``, ``get_evidence``, ``get_record``, ``memory_history``,
 and ``ask_memory`` when an LLM endpoint is configured. There is deliberately no tool that
 supersedes, archives or erases: an agent can add to the record, never take from it (those
-corrections are HTTP routes for admin keys and CLI commands).
+corrections are HTTP routes for admin keys and CLI commands). Records are also resources
+(``mempp://record/{id}``, :mod:`mempp.server.mcp_resources`). Over HTTP a JSON-RPC batch is
+refused in one line before the SDK parses it (its own answer is a pydantic dump).
 
 Each tool acts on one principal's scope: over HTTP the request's API key (checked by
 :class:`AuthenticatedMCP` before the SDK sees the request); over stdio the scope the process
@@ -19,6 +21,7 @@ advertised schemas field by field.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import Annotated, Any, Literal
 
@@ -26,13 +29,15 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
-from mcp_types import ToolAnnotations
+from mcp_types import INVALID_REQUEST, ToolAnnotations
 from pydantic import BaseModel, Field, ValidationError
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.responses import Response
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from mempp.errors import MemppError
+from mempp.server.mcp_resources import NotFoundByRevision, register_records
 from mempp.server.problems import (
     Problem,
     problem_from_error,
@@ -105,14 +110,51 @@ Source = Annotated[
     Label, Field(description="Only records whose source starts with this (e.g. 'slack:').")
 ]
 
+# Every tool acts on this memory only (a closed world). The read tools change nothing;
+# idempotent_hint is about effects, so it is left unsaid where read_only_hint says it all.
 _READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, open_world_hint=False)
+# remember writes, and takes nothing away: it adds a record, never edits or removes one.
+# It is idempotent: a second call with the same text, author and date in the same scope
+# stores nothing and answers skipped "duplicate" with the first record's id (the dedupe is
+# checked again inside the insert's transaction on both engines, so two concurrent calls
+# store one row). Tags, thread and source are not in the dedupe key, so a repeat that
+# differs only in those is skipped too: still no second effect. The one way a repeat
+# stores again is an admin archiving the first in between (the dedupe looks at active
+# records), which is another call's effect, not this one's.
+_REMEMBER = ToolAnnotations(
+    title="Remember a document",
+    read_only_hint=False,
+    destructive_hint=False,
+    idempotent_hint=True,
+    open_world_hint=False,
+)
+# ask_memory changes nothing either, but it sends the question and the evidence to the
+# configured LLM endpoint, outside this memory: an open world.
+_ASK = ToolAnnotations(read_only_hint=True, destructive_hint=False, open_world_hint=True)
+
+# The protocol revisions served, as the SDK negotiates them: the initialize handshake for
+# the first four, the per-request envelope (server/discover) for 2026-07-28. Stated in
+# docs/server.md; tests/test_server_mcp_protocol.py checks this against the SDK.
+HANDSHAKE_REVISIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
+STATELESS_REVISIONS = ("2026-07-28",)
 
 
 def build_mcp(state: ServerState, principal: Callable[[Context], Principal]) -> MCPServer:
     """The MCP server over ``state``; ``principal(ctx)`` says whom a tool call acts for."""
     from mempp import __version__
 
-    server = MCPServer("mempp", instructions=INSTRUCTIONS, version=__version__, log_level="WARNING")
+    # subscriptions=False: nothing mempp lists ever changes while it runs (the tools are
+    # fixed at start, records are reached through a template, not a list), and a stateless
+    # endpoint behind several workers could not deliver a change anyway; so neither
+    # initialize nor server/discover advertises listChanged or subscribe.
+    server = MCPServer(
+        "mempp",
+        instructions=INSTRUCTIONS,
+        version=__version__,
+        log_level="WARNING",
+        subscriptions=False,
+        middleware=[NotFoundByRevision()],
+    )
 
     def memory_for(ctx: Context, needed: Role):  # type: ignore[no-untyped-def]
         who = principal(ctx)
@@ -126,7 +168,8 @@ def build_mcp(state: ServerState, principal: Callable[[Context], Principal]) -> 
         description="Store one document in the organization's memory, whole, with its date and "
         "author. Returns the new record id, or why it was skipped (empty, or the same text by "
         "the same author on the same date already stored). Nothing stored is ever edited: to "
-        "record a change, remember the new version with its own date."
+        "record a change, remember the new version with its own date.",
+        annotations=_REMEMBER,
     )
     def remember(
         ctx: Context,
@@ -302,13 +345,14 @@ def build_mcp(state: ServerState, principal: Callable[[Context], Principal]) -> 
             "model: the answer and the ids of the records it cites. Pass as_of (YYYY-MM-DD) "
             "for a question about a past moment. Prefer search_memory or get_evidence when "
             "you can read the records yourself.",
-            annotations=_READ_ONLY,
+            annotations=_ASK,
         )
         def ask_memory(ctx: Context, question: Query, as_of: AsOf = None) -> dict[str, Any]:
             memory = memory_for(ctx, "read")
             _validated(AskIn, question=question, as_of=as_of)
             return _library(ctx, lambda: memory.ask(question, as_of=as_of, llm=llm)).to_dict()
 
+    register_records(server, state, principal, _request_id)
     return server
 
 
@@ -373,9 +417,10 @@ class AuthenticatedMCP:
     (a 401 problem document as on /v1) and records its principal for the tools; a role too
     low for a tool is that tool's error."""
 
-    def __init__(self, app: ASGIApp, state: ServerState) -> None:
+    def __init__(self, app: ASGIApp, state: ServerState, *, max_body: int) -> None:
         self.app = app
         self.state = state
+        self.max_body = max_body
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
@@ -390,7 +435,52 @@ class AuthenticatedMCP:
                 await problem_response(problem)(scope, receive, send)
                 return
             scope = {**scope, PRINCIPAL_KEY: who}
+            if scope["method"] == "POST":
+                receive = await _unless_batch(scope, receive, send, self.max_body)
+                if receive is None:
+                    return
         await self.app(scope, receive, send)
+
+
+BATCH_REFUSED = json.dumps(
+    {
+        "jsonrpc": "2.0",
+        "id": None,
+        "error": {
+            "code": INVALID_REQUEST,
+            "message": "JSON-RPC batches are not supported: send one JSON-RPC message per POST",
+        },
+    }
+).encode()
+_JSON_BLANKS = b" \t\r\n"
+
+
+async def _unless_batch(
+    scope: Scope, receive: Receive, send: Send, max_body: int
+) -> Receive | None:
+    """``receive`` again (the bytes read replayed first) unless the body is a JSON array,
+    a JSON-RPC batch: that gets a one-line JSON-RPC error (400) and None. No revision the
+    SDK serves has batches since 2025-06-18, and its own answer is a pydantic dump of four
+    union members. Reads only up to the body's first non-blank byte (and never more than
+    ``max_body``, past which the SDK's own limit answers)."""
+    held: list[Message] = []
+    seen = 0
+    while True:
+        message = await receive()
+        held.append(message)
+        chunk = message.get("body", b"") if message["type"] == "http.request" else b""
+        start = chunk.lstrip(_JSON_BLANKS)[:1]
+        seen += len(chunk)
+        if start or not message.get("more_body", False) or seen > max_body:
+            break
+    if start == b"[":
+        await Response(BATCH_REFUSED, 400, media_type="application/json")(scope, receive, send)
+        return None
+
+    async def replay() -> Message:
+        return held.pop(0) if held else await receive()
+
+    return replay
 
 
 def http_mcp(state: ServerState, *, max_body: int) -> tuple[ASGIApp, StreamableHTTPSessionManager]:
@@ -410,7 +500,7 @@ def http_mcp(state: ServerState, *, max_body: int) -> tuple[ASGIApp, StreamableH
         host=state.host,
     )
     manager = server.session_manager
-    return AuthenticatedMCP(StreamableHTTPASGIApp(manager), state), manager
+    return AuthenticatedMCP(StreamableHTTPASGIApp(manager), state, max_body=max_body), manager
 
 
 def run_stdio(state: ServerState, who: Principal) -> None:
