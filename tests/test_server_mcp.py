@@ -4,6 +4,7 @@ with the real default encoder) and over streamable HTTP at ``/mcp`` of a real uv
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Iterator
 from contextlib import asynccontextmanager
@@ -18,6 +19,7 @@ pytest.importorskip("mcp", reason="the serve extra is not installed")
 import httpx2
 from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
 
 from mempp.server.app import create_app
 from mempp.server.state import ServerState
@@ -41,7 +43,11 @@ def http_client(url: str, token: str | None = None) -> Client:
 
 @asynccontextmanager
 async def stdio_client(location: str, *extra: str):  # type: ignore[no-untyped-def]
-    params = StdioServerParameters(command=MEMPP, args=["mcp", "--db", location, *extra])
+    # The whole environment: the SDK's default passes a few variables only, and without
+    # PYTHONPATH a worktree's run would spawn the installed mempp, not the code under test.
+    params = StdioServerParameters(
+        command=MEMPP, args=["mcp", "--db", location, *extra], env=dict(os.environ)
+    )
     async with Client(params, read_timeout_seconds=120) as client:
         yield client
 
@@ -154,11 +160,16 @@ def test_stdio_acts_on_its_scope(tmp_path: Path) -> None:
     async def main() -> None:
         async with stdio_client(db, "--scope", "team-a") as client:
             await client.call_tool("remember", {"text": "team a secret plan"})
+            read = await client.read_resource("mempp://record/1")
+            assert read.contents[0].text == "[1] undated | record 1\nteam a secret plan"
         async with stdio_client(db, "--scope", "team-b") as client:
             hits = structured(await client.call_tool("search_memory", {"query": "secret plan"}))
             assert hits["hits"] == []
             failed = await client.call_tool("get_record", {"id": 1})
             assert failed.is_error and "team-b" in failed.content[0].text
+            with pytest.raises(MCPError) as refused:  # the resource, likewise
+                await client.read_resource("mempp://record/1")
+            assert refused.value.message == "no record 1 in scope 'team-b'"
 
     anyio.run(main)
 
