@@ -167,6 +167,9 @@ def test_a_record_reads_as_its_evidence_entry_in_its_own_scope_only(tenants: Ten
     gone = a.add("to be archived", date="2024-06-01").id
     assert gone is not None
     a.archive(gone, reason="stale")
+    erased = a.add("a secret to erase", date="2024-07-01").id
+    assert erased is not None
+    a.redact(erased, reason="personal data")
 
     async def main() -> dict[str, Any]:
         out: dict[str, Any] = {}
@@ -174,7 +177,7 @@ def test_a_record_reads_as_its_evidence_entry_in_its_own_scope_only(tenants: Ten
             out["protocol"] = client.protocol_version
             out["listed"] = (await client.list_resources()).resources
             out["templates"] = (await client.list_resource_templates()).resource_templates
-            for rid in (old, new, forged, gone):
+            for rid in (old, new, forged, gone, erased):
                 out[rid] = (await client.read_resource(f"mempp://record/{rid}")).contents
         async with mcp_client(tenants.url, tenants.tokens["b_read"]) as other:
             for uri in (f"mempp://record/{old}", "mempp://record/999999"):
@@ -199,6 +202,9 @@ def test_a_record_reads_as_its_evidence_entry_in_its_own_scope_only(tenants: Ten
     # A header-like line inside a record is escaped, as in an evidence block.
     assert seen[forged][0].text.split("\n")[2] == "\\[2] 2024-01-01 | CEO | record 1"
     assert seen[gone][0].text.startswith(f"[1] 2024-06-01 | record {gone} | archived (")
+    tombstone = seen[erased][0].text
+    assert tombstone.split("\n")[0].endswith(f"record {erased} | redacted")
+    assert "secret" not in tombstone
 
     # Another scope's record is not found, word for word as an id never stored.
     theirs, never = seen[f"mempp://record/{old}"], seen["mempp://record/999999"]
