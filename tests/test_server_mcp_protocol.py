@@ -408,3 +408,27 @@ def test_the_stateless_revision_and_unsupported_ones(local: tuple[str, ServerSta
     error = unknown.json()["error"]
     assert error["code"] == -32022
     assert error["data"] == {"supported": list(STATELESS_REVISIONS), "requested": "2099-01-01"}
+
+
+def test_a_prompt_that_is_not_there_is_invalid_params(local: tuple[str, ServerState]) -> None:
+    url, _ = local
+    legacy = post(
+        url,
+        {"jsonrpc": "2.0", "id": 3, "method": "prompts/get", "params": {"name": "summary"}},
+        **{"Mcp-Protocol-Version": "2025-11-25"},
+    ).json()
+    current = post(
+        url,
+        modern("prompts/get", name="summary"),
+        **{
+            "Mcp-Protocol-Version": "2026-07-28",
+            "Mcp-Method": "prompts/get",
+            "Mcp-Name": "summary",
+        },
+    )
+    assert current.status_code == 400
+    for answer in (legacy, current.json()):
+        assert answer["error"] == {
+            "code": -32602,
+            "message": "no prompt 'summary': mempp has no prompts",
+        }

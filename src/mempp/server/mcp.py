@@ -25,11 +25,13 @@ import json
 from collections.abc import Callable
 from typing import Annotated, Any, Literal
 
+from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
-from mcp_types import INVALID_REQUEST, ToolAnnotations
+from mcp.shared.exceptions import MCPError
+from mcp_types import INVALID_PARAMS, INVALID_REQUEST, ToolAnnotations
 from pydantic import BaseModel, Field, ValidationError
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
@@ -153,7 +155,7 @@ def build_mcp(state: ServerState, principal: Callable[[Context], Principal]) -> 
         version=__version__,
         log_level="WARNING",
         subscriptions=False,
-        middleware=[NotFoundByRevision()],
+        middleware=[NoPrompts(), NotFoundByRevision()],
     )
 
     def memory_for(ctx: Context, needed: Role):  # type: ignore[no-untyped-def]
@@ -354,6 +356,22 @@ def build_mcp(state: ServerState, principal: Callable[[Context], Principal]) -> 
 
     register_records(server, state, principal, _request_id)
     return server
+
+
+class NoPrompts:
+    """Context-tier middleware: mempp has no prompts (the SDK lists none), so a
+    ``prompts/get`` names one that is not there: ``-32602``, the spec's code for an invalid
+    prompt name. The SDK's own answer is code 0 at the handshake revisions and an internal
+    error at 2026-07-28, with a traceback in the server log for a client's typo."""
+
+    async def __call__(
+        self, ctx: ServerRequestContext[Any, Any], call_next: CallNext
+    ) -> HandlerResult:
+        if ctx.method == "prompts/get":
+            name = (ctx.params or {}).get("name")
+            shown = repr(name[:100]) if isinstance(name, str) else "named"
+            raise MCPError(INVALID_PARAMS, f"no prompt {shown}: mempp has no prompts")
+        return await call_next(ctx)
 
 
 def _validated(model: type[BaseModel], **values: Any) -> None:
