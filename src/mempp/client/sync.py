@@ -11,7 +11,8 @@ The methods take ``Memory``'s arguments and return its types, and raise its exce
 422 is ``InvalidInput`` naming the field, a 404 ``RecordNotFound``), plus ``Unauthorized``
 (401) and ``Forbidden`` (403). What cannot travel over HTTP (a custom ``Settings``, an
 ``actor``, an ``llm``, graph options) is refused with an error naming it. The key's scope is
-the client's scope. See :mod:`mempp.client.transport` for the retries and timeouts.
+the client's scope. See :mod:`mempp.client.transport` for the retries and timeouts. Each
+method is defined once in :mod:`mempp.client.methods`; this module sends its calls.
 """
 
 from __future__ import annotations
@@ -19,27 +20,36 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import IO, Any
+from typing import IO, Any, Concatenate, ParamSpec, TypeVar
 
 import httpx
 
 from mempp import validate
-from mempp.client import wire
+from mempp.client import methods, wire
 from mempp.client.problems import ServerUnavailable, error_from
-from mempp.client.transport import Call, RetryPolicy, retry_policy, retryable_failure, settings
-from mempp.client.wire import DateLike, DocumentLike, Info, IngestReport
-from mempp.errors import InvalidInput
-from mempp.filters import Filters
-from mempp.llm.answer import Answer
-from mempp.llm.consolidate import UndoReport
-from mempp.records import AddResult, Document, Hit, Record
-from mempp.search.evidence import Evidence
-from mempp.search.packing import PackingOptions
-from mempp.settings import Settings
-from mempp.timeline import Changes, Correction, HistoryEntry
+from mempp.client.transport import (
+    Call,
+    Outcome,
+    RetryPolicy,
+    Steps,
+    failure_message,
+    one,
+    retry_policy,
+    sent,
+    settings,
+)
+from mempp.client.wire import EXPORT, JSONL, UPLOAD_CHUNK, Info, IngestReport
+from mempp.records import Record
 
-JSONL = "application/x-ndjson"
-UPLOAD_CHUNK = 1 << 16
+P = ParamSpec("P")
+T = TypeVar("T")
+
+
+def _blocking(plan: Callable[P, Steps[T]]) -> Callable[Concatenate[Client, P], T]:
+    def run(self: Client, /, *args: P.args, **kwargs: P.kwargs) -> T:
+        return self._drive(plan(*args, **kwargs))
+
+    return methods.method(run, plan)  # type: ignore[no-any-return]
 
 
 class Client:
@@ -89,179 +99,37 @@ class Client:
         """Active records of the scope, as ``len(memory)``."""
         return self.info().active
 
-    # -- write path ---------------------------------------------------------------------
-    def add(
-        self,
-        text: str,
-        *,
-        author: str | None = None,
-        date: DateLike = None,
-        tags: Iterable[str] | str = (),
-        source: str | None = None,
-        thread: str | None = None,
-        metadata: Mapping[str, Any] | None = None,
-    ) -> AddResult:
-        """Store one document (see ``Memory.add``); retried safely under its idempotency key."""
-        doc = Document.create(
-            text,
-            author=author,
-            date=date,
-            tags=tags,
-            source=source,
-            thread=thread,
-            metadata=metadata,
-        )
-        result: AddResult = self._run(wire.add(doc))
-        return result
+    # -- the Memory API (mempp.client.methods) ------------------------------------------
+    add = _blocking(methods.add)
+    add_many = _blocking(methods.add_many)
+    get = _blocking(methods.get)
+    search = _blocking(methods.search)
+    evidence = _blocking(methods.evidence)
+    ask = _blocking(methods.ask)
+    history = _blocking(methods.history)
+    changes = _blocking(methods.changes)
+    supersede = _blocking(methods.supersede)
+    archive = _blocking(methods.archive)
+    redact = _blocking(methods.redact)
+    corrections = _blocking(methods.corrections)
+    undo = _blocking(methods.undo)
 
-    def add_many(
-        self,
-        documents: Iterable[DocumentLike],
-        *,
-        batch_size: int = 64,
-        progress: Callable[[int], None] | None = None,
-    ) -> list[AddResult]:
-        """Store many documents (see ``Memory.add_many``): all are validated here before the
-        first request, then sent a batch of ``batch_size`` (at most the server's 1000) a
-        request, each one transaction on the server."""
-        validate.count(batch_size, "batch_size")
-        if progress is not None and not callable(progress):
-            raise InvalidInput("must be callable or None", field="progress")
-        docs = wire.documents(documents)
-        size = min(batch_size, wire.MAX_BATCH)
-        results: list[AddResult] = []
-        for start in range(0, len(docs), size):
-            batch = docs[start : start + size]
-            results.extend(self._run(wire.add_batch(batch, start)))
-            if progress is not None:
-                progress(len(batch))
-        return results
+    def info(self) -> Info:
+        """What the key's scope holds: counts, encoder, schema version, the key's role."""
+        found: Info = self._drive(one(wire.info()))
+        self._info = found
+        return found
 
+    # -- the streams --------------------------------------------------------------------
     def ingest(
         self, source: bytes | str | os.PathLike[str] | IO[bytes] | Iterable[bytes]
     ) -> IngestReport:
         """Upload JSON Lines (``mempp export``'s format) to ``POST /v1/ingest``: bytes, a
         file path, a binary file, or an iterable of byte chunks, streamed. Every line is
         accounted for in the report. Sent once, never retried (part of it may be stored)."""
-        call = Call("POST", "/v1/ingest", wire.ingest_report, repeatable=False)
-        return self._run(call, content=_upload(source), headers={"Content-Type": JSONL})  # type: ignore[no-any-return]
-
-    # -- read path ----------------------------------------------------------------------
-    def get(self, record_id: int) -> Record:
-        """The record with this id (any state). Raises ``RecordNotFound``."""
-        found: Record = self._run(wire.get(record_id))
-        return found
-
-    def search(
-        self,
-        query: str,
-        *,
-        as_of: DateLike = None,
-        k: int | None = None,
-        settings: Settings | str | None = None,
-        known_at: DateLike = None,
-        since: DateLike = None,
-        author: str | None = None,
-        tags: Iterable[str] | None = None,
-        tags_mode: str = "any",
-        thread: str | None = None,
-        source: str | None = None,
-        filters: Filters | None = None,
-    ) -> list[Hit]:
-        """Ranked records for ``query`` (see ``Memory.search``)."""
-        chosen = wire.filters(
-            filters,
-            known_at=known_at,
-            since=since,
-            author=author,
-            tags=tags,
-            tags_mode=tags_mode,
-            thread=thread,
-            source=source,
-        )
-        call = wire.search(query, as_of=as_of, k=k, settings=settings, filters=chosen)
-        hits: list[Hit] = self._run(call)
-        return hits
-
-    def evidence(
-        self,
-        query: str,
-        *,
-        as_of: DateLike = None,
-        k: int | None = None,
-        budget: int | None = None,
-        style: str = "headers",
-        settings: Settings | str | None = None,
-        graph: object = None,
-        packing: PackingOptions | None = None,
-        known_at: DateLike = None,
-        since: DateLike = None,
-        author: str | None = None,
-        tags: Iterable[str] | None = None,
-        tags_mode: str = "any",
-        thread: str | None = None,
-        source: str | None = None,
-        filters: Filters | None = None,
-    ) -> Evidence:
-        """The dated, attributed evidence block for ``query`` (see ``Memory.evidence``)."""
-        chosen = wire.filters(
-            filters,
-            known_at=known_at,
-            since=since,
-            author=author,
-            tags=tags,
-            tags_mode=tags_mode,
-            thread=thread,
-            source=source,
-        )
-        call = wire.evidence(
-            query,
-            as_of=as_of,
-            k=k,
-            budget=budget,
-            style=style,
-            settings=settings,
-            graph=graph,
-            packing=packing,
-            filters=chosen,
-        )
-        block: Evidence = self._run(call)
-        return block
-
-    def ask(
-        self,
-        question: str,
-        *,
-        as_of: DateLike = None,
-        k: int = 50,
-        llm: object = None,
-        budget: int = 40_000,
-        packing: PackingOptions | None = None,
-        known_at: DateLike = None,
-        since: DateLike = None,
-        author: str | None = None,
-        tags: Iterable[str] | None = None,
-        tags_mode: str = "any",
-        thread: str | None = None,
-        source: str | None = None,
-        filters: Filters | None = None,
-    ) -> Answer:
-        """An answer from the evidence by the server's language model (see ``Memory.ask``)."""
-        chosen = wire.filters(
-            filters,
-            known_at=known_at,
-            since=since,
-            author=author,
-            tags=tags,
-            tags_mode=tags_mode,
-            thread=thread,
-            source=source,
-        )
-        call = wire.ask(
-            question, as_of=as_of, k=k, llm=llm, budget=budget, packing=packing, filters=chosen
-        )
-        found: Answer = self._run(call)
-        return found
+        upload = {"content": _upload(source), "headers": {"Content-Type": JSONL}}
+        report: IngestReport = self._drive(one(wire.ingest()), **upload)
+        return report
 
     def records(self, *, active_only: bool = False, page: int = 1000) -> Iterator[Record]:
         """Every record of the scope in the order written, streamed from ``GET /v1/export``
@@ -279,109 +147,31 @@ class Client:
             written += 1
         return written
 
-    def info(self) -> Info:
-        """What the key's scope holds: counts, encoder, schema version, the key's role."""
-        found: Info = self._run(wire.info())
-        self._info = found
-        return found
-
-    # -- time and truth -----------------------------------------------------------------
-    def history(
-        self,
-        query: str | None = None,
-        *,
-        record_id: int | None = None,
-        as_of: DateLike = None,
-        limit: int = 50,
-    ) -> list[HistoryEntry]:
-        """The records about one subject, oldest event first (see ``Memory.history``)."""
-        call = wire.history(query, record_id=record_id, as_of=as_of, limit=limit)
-        entries: list[HistoryEntry] = self._run(call)
-        return entries
-
-    def changes(
-        self,
-        since: DateLike,
-        until: DateLike,
-        *,
-        query: str | None = None,
-        known_since: DateLike = None,
-        known_until: DateLike = None,
-        limit: int = 200,
-    ) -> Changes:
-        """What changed between two event dates (see ``Memory.changes``)."""
-        call = wire.changes(
-            since, until, query=query, known_since=known_since, known_until=known_until, limit=limit
-        )
-        found: Changes = self._run(call)
-        return found
-
-    def supersede(
-        self, old_id: int, *, by: int, reason: str, actor: str | None = None
-    ) -> Correction:
-        """Record that ``by`` supersedes ``old_id`` (role admin; attributed to the key)."""
-        validate.record_id(by, "by")
-        done: Correction = self._run(
-            wire.correct("supersede", old_id, reason=reason, actor=actor, by=by)
-        )
-        return done
-
-    def archive(self, record_id: int, *, reason: str, actor: str | None = None) -> Correction:
-        """Take a record out of every search (role admin; undoable)."""
-        done: Correction = self._run(wire.correct("archive", record_id, reason=reason, actor=actor))
-        return done
-
-    def redact(self, record_id: int, *, reason: str, actor: str | None = None) -> Correction:
-        """Erase a record's content for good, keeping a tombstone (role admin)."""
-        done: Correction = self._run(wire.correct("redact", record_id, reason=reason, actor=actor))
-        return done
-
-    def corrections(self) -> list[Correction]:
-        """Every manual correction of the scope, oldest first."""
-        listed: list[Correction] = self._run(wire.corrections())
-        return listed
-
-    def undo(self, run_id: int) -> UndoReport:
-        """Undo a correction or a consolidation run (role admin)."""
-        report: UndoReport = self._run(wire.undo(run_id))
-        return report
-
     # -- the wire -----------------------------------------------------------------------
-    def _run(self, call: Call, **request: Any) -> Any:
-        headers = {**call.headers(), **request.pop("headers", {})}
-        attempts = self.retries.attempts if call.repeatable else 1
-        for attempt in range(attempts):
-            last = attempt + 1 == attempts
+    def _drive(self, plan: Steps[T], **request: Any) -> T:
+        headers = request.pop("headers", {})
+        steps = sent(plan, self.retries, self.url)
+        step = next(steps)
+        while True:
+            outcome: Outcome = None
+            if isinstance(step, Call):
+                try:
+                    outcome = self._http.request(
+                        **step.request(), headers={**step.headers(), **headers}, **request
+                    )
+                except httpx.TransportError as exc:
+                    outcome = exc
+            else:
+                self._sleep(step)
             try:
-                response = self._http.request(
-                    call.method,
-                    call.path,
-                    json=call.json,
-                    params=call.params,
-                    headers=headers,
-                    **request,
-                )
-            except httpx.TransportError as exc:
-                if last or not retryable_failure(exc, call):
-                    raise ServerUnavailable(
-                        failure_message(self.url, call, exc, attempt + 1)
-                    ) from exc
-                self._sleep(self.retries.delay(attempt))
-                continue
-            if not last and response.status_code in self.retries.statuses:
-                self._sleep(self.retries.delay(attempt, response.headers.get("retry-after")))
-                continue
-            if response.is_success:
-                return call.decode(response.json())
-            raise error_from(response, call.field_of)
-        raise AssertionError("unreachable: the last attempt returns or raises")
+                step = steps.send(outcome)
+            except StopIteration as done:
+                return done.value  # type: ignore[no-any-return]
 
     def _lines(self, active_only: bool) -> Iterator[bytes]:
-        if not isinstance(active_only, bool):
-            raise InvalidInput("must be true or false", field="active_only")
-        params = {"active_only": "true" if active_only else "false"}
+        params = wire.export_params(active_only)
         try:
-            with self._http.stream("GET", "/v1/export", params=params) as response:
+            with self._http.stream("GET", EXPORT.path, params=params) as response:
                 if not response.is_success:
                     response.read()
                     raise error_from(response)
@@ -389,38 +179,19 @@ class Client:
                     if line.strip():
                         yield line.encode()
         except httpx.TransportError as exc:  # a stream cut midway is not resumed: say so
-            call = Call("GET", "/v1/export", lambda body: body)
-            raise ServerUnavailable(failure_message(self.url, call, exc, 1)) from exc
+            raise ServerUnavailable(failure_message(self.url, EXPORT, exc, 1)) from exc
 
 
 def _upload(source: bytes | str | os.PathLike[str] | IO[bytes] | Iterable[bytes]) -> Any:
-    """The upload body: bytes as they are, a path or a file read a chunk at a time."""
-    if isinstance(source, bytes):
-        return source
-    if isinstance(source, str | os.PathLike):
-        path = os.fspath(source)
-
-        def chunks() -> Iterator[bytes]:
-            with open(path, "rb") as handle:
-                while piece := handle.read(UPLOAD_CHUNK):
-                    yield piece
-
-        try:
-            os.stat(path)
-        except OSError as exc:
-            raise InvalidInput(f"{path}: {exc.strerror or exc}", field="source") from None
-        return chunks()
-    if hasattr(source, "read"):
-        return iter(lambda: source.read(UPLOAD_CHUNK), b"")  # type: ignore[union-attr]
-    if isinstance(source, Iterable):
-        return source
-    raise InvalidInput(
-        f"must be bytes, a path, a binary file or byte chunks, got {type(source).__name__}",
-        field="source",
-    )
+    return wire.upload_body(source, chunks=_chunks, pieces=lambda given: given)
 
 
-def failure_message(url: str, call: Call, exc: Exception, tries: int) -> str:
-    reason = str(exc) or type(exc).__name__
-    times = "once" if tries == 1 else f"{tries} times"
-    return f"{call.method} {url}{call.path} failed ({times}): {reason}"
+def _chunks(source: str | IO[bytes]) -> Iterator[bytes]:
+    """A path's or a binary file's bytes, a chunk at a time (a path is opened when the
+    upload starts, and closed when it ends)."""
+    if isinstance(source, str):
+        with open(source, "rb") as handle:
+            yield from _chunks(handle)
+        return
+    while piece := source.read(UPLOAD_CHUNK):
+        yield piece

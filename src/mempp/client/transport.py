@@ -4,22 +4,25 @@ A call is retried only when repeating it cannot do anything twice: reads always,
 because each carries an ``Idempotency-Key`` the server honours (the same key on every
 attempt of one call), and nothing else (a streamed ``ingest`` upload is sent once). A call
 is retried after a connection failure or a timeout, and after a 429 or 503 answer (honouring
-``Retry-After``), with exponential backoff; any other answer is final.
+``Retry-After``), with exponential backoff; any other answer is final. These attempts are
+planned here without I/O (:func:`sent`), so the sync and the async client retry alike.
 """
 
 from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Generator, Mapping
 from dataclasses import dataclass, field
 from importlib import metadata
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 
+from mempp.client.problems import ServerUnavailable, error_from
 from mempp.errors import InvalidInput
 
+T = TypeVar("T")
 ENV_URL = "MEMPP_URL"
 ENV_API_KEY = "MEMPP_API_KEY"
 DEFAULT_URL = "http://127.0.0.1:8765"  # `mempp serve`'s default address
@@ -78,6 +81,10 @@ class Call:
     def headers(self) -> dict[str, str]:
         return {} if self.idempotency_key is None else {"Idempotency-Key": self.idempotency_key}
 
+    def request(self) -> dict[str, Any]:
+        """The arguments of ``httpx.Client.request`` (and the async one's) but the headers."""
+        return {"method": self.method, "url": self.path, "json": self.json, "params": self.params}
+
 
 def write_call(method: str, path: str, decode: Callable[[Any], Any], **kwargs: Any) -> Call:
     """A write, made repeatable by a fresh idempotency key (kept for all its attempts)."""
@@ -129,6 +136,60 @@ def retryable_failure(exc: httpx.TransportError, call: Call) -> bool:
     harmless (a streamed upload cannot be sent again anyway)."""
     del exc  # every transport failure is judged alike: it may have reached the server
     return call.repeatable
+
+
+# -- the attempts at a plan's calls, without their I/O ---------------------------------------
+Steps = Generator[Call, Any, T]  # a plan: yields calls, is sent their answers, returns T
+# What a driver sends back to ``sent``: the response, or the transport error instead.
+Outcome = httpx.Response | httpx.TransportError | None
+
+
+def sent(plan: Steps[T], policy: RetryPolicy, url: str) -> Generator[Call | float, Outcome, T]:
+    """``plan`` with each of its calls attempted as ``policy`` allows, still without I/O:
+    yields the :class:`Call` to send now (the driver sends back the response, or the
+    ``httpx.TransportError`` instead) or the seconds to wait before the next attempt (the
+    driver sends back ``None``); returns the plan's result, or raises what the last answer
+    or failure of a call means."""
+    result = None  # what the previous call's answer decoded to
+    while True:
+        try:
+            call = plan.send(result)
+        except StopIteration as done:
+            return done.value  # type: ignore[no-any-return]
+        result = yield from _attempts(call, policy, url)
+
+
+def one(call: Call) -> Steps[Any]:
+    """The plan of a single call."""
+    return (yield call)
+
+
+def _attempts(call: Call, policy: RetryPolicy, url: str) -> Generator[Call | float, Outcome, Any]:
+    attempts = policy.attempts if call.repeatable else 1
+    for attempt in range(attempts):
+        last = attempt + 1 == attempts
+        outcome = yield call
+        if isinstance(outcome, httpx.TransportError):
+            if last or not retryable_failure(outcome, call):
+                raise ServerUnavailable(
+                    failure_message(url, call, outcome, attempt + 1)
+                ) from outcome
+            yield policy.delay(attempt)
+            continue
+        assert outcome is not None, "the driver sends the response back"
+        if not last and outcome.status_code in policy.statuses:
+            yield policy.delay(attempt, outcome.headers.get("retry-after"))
+            continue
+        if outcome.is_success:
+            return call.decode(outcome.json())
+        raise error_from(outcome, call.field_of)
+    raise AssertionError("unreachable: the last attempt returns or raises")
+
+
+def failure_message(url: str, call: Call, exc: Exception, tries: int) -> str:
+    reason = str(exc) or type(exc).__name__
+    times = "once" if tries == 1 else f"{tries} times"
+    return f"{call.method} {url}{call.path} failed ({times}): {reason}"
 
 
 def _version() -> str:

@@ -12,8 +12,9 @@ it rather than dropping it, and returns a :class:`~mempp.client.transport.Call` 
 from __future__ import annotations
 
 import json
+import os
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import date, datetime
 from typing import Any
@@ -259,6 +260,50 @@ def correct(operation: str, record_id: int, *, reason: str, actor: str | None, *
 def undo(run_id: int) -> Call:
     validate.record_id(run_id, "run_id")
     return write_call("POST", f"/v1/runs/{run_id}/undo", undo_report)
+
+
+# -- the streams ---------------------------------------------------------------------------
+# Named in the error when the export stream breaks: a stream cut midway is not resumed.
+EXPORT = Call("GET", "/v1/export", lambda body: body)
+JSONL = "application/x-ndjson"
+UPLOAD_CHUNK = 1 << 16
+
+
+def export_params(active_only: bool) -> dict[str, str]:
+    """The query of ``GET /v1/export`` (``records`` and ``export``)."""
+    if not isinstance(active_only, bool):
+        raise InvalidInput("must be true or false", field="active_only")
+    return {"active_only": "true" if active_only else "false"}
+
+
+def ingest() -> Call:
+    """``POST /v1/ingest``: sent once, never retried (part of the upload may be stored)."""
+    return Call("POST", "/v1/ingest", ingest_report, repeatable=False)
+
+
+def upload_body(
+    source: Any, *, chunks: Callable[[Any], Any], pieces: Callable[[Iterable[bytes]], Any]
+) -> Any:
+    """The body of an ``ingest`` upload: bytes as they are; a path (which must exist) or a
+    binary file read a chunk at a time by ``chunks``; any other byte chunks through
+    ``pieces``."""
+    if isinstance(source, bytes):
+        return source
+    if isinstance(source, str | os.PathLike):
+        path = os.fspath(source)
+        try:
+            os.stat(path)
+        except OSError as exc:
+            raise InvalidInput(f"{path}: {exc.strerror or exc}", field="source") from None
+        return chunks(path)
+    if hasattr(source, "read"):
+        return chunks(source)
+    if isinstance(source, Iterable):
+        return pieces(source)
+    raise InvalidInput(
+        f"must be bytes, a path, a binary file or byte chunks, got {type(source).__name__}",
+        field="source",
+    )
 
 
 # -- answers to library types ----------------------------------------------------------------
