@@ -24,19 +24,18 @@ record next to the old one. Reactions, user lists and the events that are not a 
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Iterator
-from datetime import UTC, datetime
-from pathlib import Path, PurePosixPath
+from datetime import datetime
+from pathlib import PurePosixPath
 from typing import Any
 from urllib.parse import unquote
 
-from mempp.errors import InvalidInput, MemppError
-from mempp.importers.api_pages import Cut, Entry, file_entries, looks_like_pages, read_pages
-from mempp.importers.archive import MAX_MEMBER, MAX_UNPACKED, MemberError, Tree
+from mempp.importers.api_pages import Entry
+from mempp.importers.archive import Tree
 from mempp.importers.base import Item, ItemError, Notice, Skipped
-from mempp.importers.inputs import FileTree, Repeats, iso_moment, listed, open_input
+from mempp.importers.forges import ForgeExport, ForgeImporter, utc_stamp
+from mempp.importers.inputs import iso_moment, listed
 from mempp.records import Document
 from mempp.validate import shown
 
@@ -57,119 +56,17 @@ _REVIEW_WORDS = {
 }
 
 
-class GitHubImporter:
+class GitHubImporter(ForgeImporter):
     """Reads saved GitHub REST responses. ``max_unpacked``/``max_member`` cap a zip, in bytes."""
 
     name = "github"
     description = "GitHub REST API JSON as `gh api --paginate` saves it (a file, folder or zip)"
 
-    def __init__(self, *, max_unpacked: int = MAX_UNPACKED, max_member: int = MAX_MEMBER) -> None:
-        self.max_unpacked = max_unpacked
-        self.max_member = max_member
+    def kind_of(self, value: Any) -> str | None:
+        return _kind(value)
 
-    def recognizes(self, path: str | os.PathLike[str]) -> bool:
-        return sniff_api(path) == "github"
-
-    def read(self, path: str | os.PathLike[str]) -> Iterator[Item]:
-        tree, warning = open_input(path, max_unpacked=self.max_unpacked, max_member=self.max_member)
-        try:
-            if isinstance(tree, FileTree):
-                _refuse_foreign(path, tree)
-            if warning is not None:
-                yield Notice(tree.label, warning)
-            yield from _Export(tree).items()
-        finally:
-            tree.close()
-
-
-def sniff_api(path: str | os.PathLike[str]) -> str | None:
-    """``"github"``, ``"gitlab"`` or ``None`` from the first kilobytes of a ``.json``/``.http``
-    file, or of the first few such files of a folder."""
-    where = Path(path)
-    if where.suffix.lower() == ".zip" and where.is_file():
-        return _sniff_zip(where)
-    if not where.is_dir():
-        return _sniff_file(where)
-    try:
-        files = sorted(p for p in where.iterdir() if p.suffix.lower() in (".json", ".http"))
-    except OSError:
-        return None
-    return next((kind for kind in map(_sniff_file, files[:5]) if kind is not None), None)
-
-
-def _sniff_zip(where: Path) -> str | None:
-    """The kind of the first ``.json``/``.http`` member of a zip, from its first kilobytes."""
-    import zipfile
-
-    try:
-        with zipfile.ZipFile(where) as archive:
-            members = sorted(
-                (
-                    info
-                    for info in archive.infolist()
-                    if info.filename.lower().endswith((".json", ".http"))
-                ),
-                key=lambda info: info.filename,
-            )
-            if not members:
-                return None
-            with archive.open(members[0]) as handle:
-                return _sniff_head(handle.read(16384).decode("utf-8", "replace"))
-    except (OSError, zipfile.BadZipFile, ValueError, RuntimeError, EOFError):
-        return None
-
-
-def _sniff_file(where: Path) -> str | None:
-    if not where.is_file() or where.suffix.lower() not in (".json", ".http"):
-        return None
-    try:
-        with where.open("rb") as handle:
-            return _sniff_head(handle.read(16384).decode("utf-8", "replace"))
-    except OSError:
-        return None
-
-
-def _sniff_head(head: str) -> str | None:
-    if not looks_like_pages(head):
-        return None
-    if re.search(r'"html_url"\s*:\s*"https?://[^"]+/(issues|pull)/\d+', head) and '"user"' in head:
-        return "github"
-    if '"iid"' in head and '"web_url"' in head:
-        return "gitlab"
-    return None
-
-
-def _refuse_foreign(path: str | os.PathLike[str], tree: FileTree) -> None:
-    """A single file of another tool is refused whole, before anything is stored."""
-    name = tree.names()[0]
-    try:
-        raw = tree.read(name)
-    except MemberError as exc:
-        raise InvalidInput(f"{path}: {exc}") from None
-    text = raw[:65536].decode("utf-8", "replace").lstrip("\ufeff")
-    if not looks_like_pages(text):
-        raise InvalidInput(f"{path}: not GitHub API JSON (neither JSON nor recorded HTTP headers)")
-    for entry in read_pages(text):
-        if isinstance(entry, Entry):
-            if _kind(entry.value) is None and (hint := foreign_hint(entry.value, "github")):
-                raise InvalidInput(f"{path}: {hint}")
-            return
-        if isinstance(entry, Cut):
-            return
-
-
-def foreign_hint(value: Any, wanted: str) -> str | None:
-    """When ``value`` is plainly another tool's API object: what it is and which importer
-    reads it."""
-    if not isinstance(value, dict):
-        return None
-    if wanted != "gitlab" and "iid" in value and ("web_url" in value or "project_id" in value):
-        return "a GitLab API response, not GitHub's: import it with `mempp import gitlab`"
-    if wanted != "github" and "node_id" in value and "html_url" in value:
-        return "a GitHub API response, not GitLab's: import it with `mempp import github`"
-    if "fields" in value and "key" in value and "self" in value:
-        return "a Jira REST response: import a Jira XML or CSV export with `mempp import jira`"
-    return None
+    def export(self, tree: Tree) -> ForgeExport:
+        return _Export(tree)
 
 
 def _kind(value: Any) -> str | None:
@@ -197,17 +94,15 @@ def _kind(value: Any) -> str | None:
     return None
 
 
-def _utc_stamp(moment: datetime) -> str:
-    return moment.astimezone(UTC).strftime("%Y%m%dT%H%M%SZ")
+class _Export(ForgeExport):
+    forge = "github"
 
-
-class _Export:
     def __init__(self, tree: Tree) -> None:
-        self.tree = tree
+        super().__init__(tree)
         self.names: dict[str, str] = {}  # login -> name, from user objects
-        self.repeats = Repeats()
-        self.states: set[tuple[str, str, int]] = set()  # (thread, event, moment)
-        self.foreign_told: set[str] = set()
+
+    def kind_of(self, value: Any) -> str | None:
+        return _kind(value)
 
     def items(self) -> Iterator[Item]:
         names = self.tree.names()
@@ -216,52 +111,27 @@ class _Export:
         for name in first + [n for n in names if n not in first]:
             yield from self._file(name)
 
-    def _file(self, name: str) -> Iterator[Item]:
-        for got in file_entries(self.tree, name):
-            if isinstance(got, tuple):
-                yield from self._entry(name, *got)
-            else:
-                yield got
-
-    def _entry(self, file: str, location: str, entry: Entry) -> Iterator[Item]:
+    def _item(self, file: str, location: str, entry: Entry, kind: str) -> Iterator[Item]:
         value = entry.value
-        kind = _kind(value)
-        if kind is None:
-            hint = foreign_hint(value, "github")
-            if hint and file not in self.foreign_told:
-                self.foreign_told.add(file)
-                yield Skipped(location, "not a GitHub item", hint)
-            elif isinstance(value, dict) and isinstance(value.get("message"), str):
-                yield ItemError(location, f"an API error response: {value['message']}")
-            else:
-                yield Skipped(location, "not a GitHub item")
-            return
         if kind == "reaction":
             yield Skipped(location, "reaction")
-            return
-        if kind == "user":
+        elif kind == "user":
             login, full = value.get("login"), value.get("name")
             if isinstance(login, str) and isinstance(full, str) and full.strip():
                 self.names[login] = full.strip()
             yield Skipped(location, "user profile")
-            return
-        try:
-            if kind in ("issue", "pull request"):
-                yield from self._issue(location, value, kind)
-            elif kind == "comment":
-                yield from self._comment(location, value)
-            elif kind == "review":
-                yield from self._review(location, value)
-            elif kind == "review comment":
-                yield from self._review_comment(location, value)
-            elif kind == "milestone":
-                yield from self._milestone(location, value)
-            else:
-                yield from self._event(file, location, entry)
-        except MemppError as exc:
-            yield ItemError(location, str(exc))
-        except (TypeError, AttributeError, ValueError) as exc:  # a field of an unexpected type
-            yield ItemError(location, f"a {kind} with a field of an unexpected type ({exc})")
+        elif kind in ("issue", "pull request"):
+            yield from self._issue(location, value, kind)
+        elif kind == "comment":
+            yield from self._comment(location, value)
+        elif kind == "review":
+            yield from self._review(location, value)
+        elif kind == "review comment":
+            yield from self._review_comment(location, value)
+        elif kind == "milestone":
+            yield from self._milestone(location, value)
+        else:
+            yield from self._event(file, location, entry)
 
     # -- fields --------------------------------------------------------------------------
 
@@ -309,10 +179,6 @@ class _Export:
                 return host, match.group(2), int(match.group(4))
         return None
 
-    def _repeat_or(self, doc: Document, version: Any, location: str) -> Iterator[Item]:
-        told = self.repeats.check(doc, version if isinstance(version, str) else None, location)
-        yield told if told is not None else doc
-
     def _state(
         self,
         location: str,
@@ -326,11 +192,9 @@ class _Export:
             return
         host, repo, number = where
         thread = f"{host}/{repo}/issues/{number}"
-        key = (thread, event, int(moment.timestamp()))
-        if key in self.states:
+        if not self._first_state(thread, event, moment):
             yield Skipped(location, "repeated in the export")
             return
-        self.states.add(key)
         who, meta = (None, {})
         if isinstance(actor, dict):
             who, meta = yield from self._person(actor, location, f"the {event} event")
@@ -340,7 +204,7 @@ class _Export:
             author=who,
             date=moment,
             tags=[repo, "state"],
-            source=f"{thread}#event-{event}-{_utc_stamp(moment)}",
+            source=f"{thread}#event-{event}-{utc_stamp(moment)}",
             thread=thread,
             metadata={"kind": "state", "event": event, "repo": repo, "number": number}
             | meta
@@ -530,18 +394,15 @@ class _Export:
         )
         yield from self._repeat_or(doc, value.get("updated_at"), location)
         closed = iso_moment(value.get("closed_at"))
-        if closed is not None:
-            key = (thread, "closed", int(closed.timestamp()))
-            if key not in self.states:
-                self.states.add(key)
-                yield Document.create(
-                    f"Milestone {title} of {repo} closed",
-                    date=closed,
-                    tags=[repo, "state"],
-                    source=f"{thread}#event-closed-{_utc_stamp(closed)}",
-                    thread=thread,
-                    metadata={"kind": "state", "event": "closed", "repo": repo, "milestone": title},
-                )
+        if closed is not None and self._first_state(thread, "closed", closed):
+            yield Document.create(
+                f"Milestone {title} of {repo} closed",
+                date=closed,
+                tags=[repo, "state"],
+                source=f"{thread}#event-closed-{utc_stamp(closed)}",
+                thread=thread,
+                metadata={"kind": "state", "event": "closed", "repo": repo, "milestone": title},
+            )
 
     def _event(self, file: str, location: str, entry: Entry) -> Iterator[Item]:
         value = entry.value

@@ -20,20 +20,18 @@ changes they report, which are read as state records like ``resource_state_event
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Iterator
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import PurePosixPath
 from typing import Any
 from urllib.parse import unquote
 
-from mempp.errors import InvalidInput, MemppError
-from mempp.importers.api_pages import Cut, Entry, file_entries, looks_like_pages, read_pages
-from mempp.importers.archive import MAX_MEMBER, MAX_UNPACKED, MemberError, Tree
+from mempp.importers.api_pages import Entry
+from mempp.importers.archive import Tree
 from mempp.importers.base import Item, ItemError, Notice, Skipped
-from mempp.importers.github import foreign_hint, sniff_api
-from mempp.importers.inputs import FileTree, Repeats, iso_moment, listed, open_input
+from mempp.importers.forges import ForgeExport, ForgeImporter, utc_stamp
+from mempp.importers.inputs import iso_moment, listed
 from mempp.records import Document
 
 _HOST = re.compile(r"^(https?://[^/]+)/")
@@ -44,46 +42,17 @@ _STATE_NOTES = {"closed": "closed", "reopened": "reopened", "merged": "merged"}
 _KINDS = {"Issue": "issues", "MergeRequest": "merge_requests"}
 
 
-class GitLabImporter:
+class GitLabImporter(ForgeImporter):
     """Reads saved GitLab API v4 responses. ``max_unpacked``/``max_member`` cap a zip."""
 
     name = "gitlab"
     description = "GitLab API v4 JSON as `glab api --paginate` saves it (a file, folder or zip)"
 
-    def __init__(self, *, max_unpacked: int = MAX_UNPACKED, max_member: int = MAX_MEMBER) -> None:
-        self.max_unpacked = max_unpacked
-        self.max_member = max_member
+    def kind_of(self, value: Any) -> str | None:
+        return _kind(value)
 
-    def recognizes(self, path: str | os.PathLike[str]) -> bool:
-        return sniff_api(path) == "gitlab"
-
-    def read(self, path: str | os.PathLike[str]) -> Iterator[Item]:
-        tree, warning = open_input(path, max_unpacked=self.max_unpacked, max_member=self.max_member)
-        try:
-            if isinstance(tree, FileTree):
-                _refuse_foreign(path, tree)
-            if warning is not None:
-                yield Notice(tree.label, warning)
-            yield from _Export(tree).items()
-        finally:
-            tree.close()
-
-
-def _refuse_foreign(path: str | os.PathLike[str], tree: FileTree) -> None:
-    try:
-        raw = tree.read(tree.names()[0])
-    except MemberError as exc:
-        raise InvalidInput(f"{path}: {exc}") from None
-    text = raw[:65536].decode("utf-8", "replace").lstrip("\ufeff")
-    if not looks_like_pages(text):
-        raise InvalidInput(f"{path}: not GitLab API JSON (neither JSON nor recorded HTTP headers)")
-    for entry in read_pages(text):
-        if isinstance(entry, Entry):
-            if _kind(entry.value) is None and (hint := foreign_hint(entry.value, "gitlab")):
-                raise InvalidInput(f"{path}: {hint}")
-            return
-        if isinstance(entry, Cut):
-            return
+    def export(self, tree: Tree) -> ForgeExport:
+        return _Export(tree)
 
 
 def _kind(value: Any) -> str | None:
@@ -109,59 +78,33 @@ def _kind(value: Any) -> str | None:
     return None
 
 
-def _stamp(moment: datetime) -> str:
-    return moment.astimezone(UTC).strftime("%Y%m%dT%H%M%SZ")
+class _Export(ForgeExport):
+    forge = "gitlab"
+    message_types = (str, dict)
 
-
-class _Export:
     def __init__(self, tree: Tree) -> None:
-        self.tree = tree
-        self.repeats = Repeats()
-        self.states: set[tuple[str, str, int]] = set()
+        super().__init__(tree)
         self.paths: dict[int, str] = {}  # project id -> group/project
         self.by_global: dict[tuple[str, int], str] = {}  # (kind, global id) -> thread
-        self.foreign_told: set[str] = set()
 
-    def items(self) -> Iterator[Item]:
-        for name in self.tree.names():
-            for got in file_entries(self.tree, name):
-                if isinstance(got, tuple):
-                    yield from self._entry(name, *got)
-                else:
-                    yield got
+    def kind_of(self, value: Any) -> str | None:
+        return _kind(value)
 
-    def _entry(self, file: str, location: str, entry: Entry) -> Iterator[Item]:
+    def _item(self, file: str, location: str, entry: Entry, kind: str) -> Iterator[Item]:
         value = entry.value
-        kind = _kind(value)
-        if kind is None:
-            hint = foreign_hint(value, "gitlab")
-            if hint and file not in self.foreign_told:
-                self.foreign_told.add(file)
-                yield Skipped(location, "not a GitLab item", hint)
-            elif isinstance(value, dict) and isinstance(value.get("message"), str | dict):
-                yield ItemError(location, f"an API error response: {value['message']}")
-            else:
-                yield Skipped(location, "not a GitLab item")
-            return
         if kind in ("award emoji", "user"):
             yield Skipped(location, kind)
-            return
-        try:
-            if kind in ("issue", "merge request"):
-                yield from self._issue(location, value, kind)
-            elif kind == "milestone":
-                yield from self._milestone(location, value)
-            elif kind == "discussion":
-                for number, note in enumerate(value["notes"], start=1):
-                    yield from self._note(f"{location}.{number}", note, file, entry)
-            elif kind == "note":
-                yield from self._note(location, value, file, entry)
-            else:
-                yield from self._state_event(location, value, entry)
-        except MemppError as exc:
-            yield ItemError(location, str(exc))
-        except (TypeError, AttributeError, ValueError) as exc:  # a field of an unexpected type
-            yield ItemError(location, f"a {kind} with a field of an unexpected type ({exc})")
+        elif kind in ("issue", "merge request"):
+            yield from self._issue(location, value, kind)
+        elif kind == "milestone":
+            yield from self._milestone(location, value)
+        elif kind == "discussion":
+            for number, note in enumerate(value["notes"], start=1):
+                yield from self._note(f"{location}.{number}", note, file, entry)
+        elif kind == "note":
+            yield from self._note(location, value, file, entry)
+        else:
+            yield from self._state_event(location, value, entry)
 
     # -- fields --------------------------------------------------------------------------
 
@@ -192,10 +135,6 @@ class _Export:
                 return match.group(1).split("://", 1)[1]
         return "gitlab.com"
 
-    def _repeat_or(self, doc: Document, version: Any, location: str) -> Iterator[Item]:
-        told = self.repeats.check(doc, version if isinstance(version, str) else None, location)
-        yield told if told is not None else doc
-
     def _state(
         self,
         location: str,
@@ -210,11 +149,9 @@ class _Export:
             return
         # To the second: the issue's closed_at and its state event differ in milliseconds.
         moment = moment.replace(microsecond=0)
-        key = (thread, event, int(moment.timestamp()))
-        if key in self.states:
+        if not self._first_state(thread, event, moment):
             yield Skipped(location, "repeated in the export")
             return
-        self.states.add(key)
         who, meta = (None, {})
         if isinstance(actor, dict):
             who, meta = yield from self._person(actor, location, f"the {event} event")
@@ -223,7 +160,7 @@ class _Export:
             author=who,
             date=moment,
             tags=[*tags, "state"],
-            source=f"{thread}#event-{event}-{_stamp(moment)}",
+            source=f"{thread}#event-{event}-{utc_stamp(moment)}",
             thread=thread,
             metadata={"kind": "state", "event": event} | meta,
         )
