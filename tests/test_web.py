@@ -453,6 +453,19 @@ def test_upload_reads_a_slack_export_and_a_mailbox(uploads) -> None:
     assert all("mempp-upload-" not in (r.source or "") for r in stored)
 
 
+def test_an_upload_skips_what_is_stored_by_source_as_mempp_import_does(uploads) -> None:
+    # A Message-ID names one message: the same mail uploaded again with another body is
+    # already imported, as `mempp import mail` and POST /v1/import/mail judge it.
+    client = login(uploads, "uploads")
+    first = _upload(client, [("files", ("team.mbox", _mbox()))], fragment=True)
+    assert "added 1, skipped 0, failed 0" in first.text
+    edited = _mbox().replace(b"from April", b"from May")
+    again = _upload(client, [("files", ("again.mbox", edited))], fragment=True)
+    assert "added 0, skipped 1 (1 already imported), failed 0" in again.text
+    memory = Memory(uploads.db, scope="uploads", embedder=KeywordEmbedder(WORDS))
+    assert [r.text.endswith("from April.") for r in memory.records()] == [True]
+
+
 def test_a_zip_that_is_no_export_stores_nothing(uploads) -> None:
     client = login(uploads, "uploads")
     memory = Memory(uploads.db, scope="uploads", embedder=KeywordEmbedder(WORDS))

@@ -176,9 +176,33 @@ def run_import(
     locations, errors and sources (an upload's own name for its temporary file). Raises
     ``InvalidInput``, before anything is written, when a path cannot be read at all.
     """
+    items = read_paths(importer, path, shown_as=shown_as)
+    return store_read(
+        memory,
+        importer,
+        items,
+        dry_run=dry_run,
+        batch_size=batch_size,
+        on_item=on_item,
+        progress=progress,
+    )
+
+
+def store_read(
+    memory: Memory | None,
+    importer: Importer,
+    items: Iterable[Item],
+    *,
+    dry_run: bool = False,
+    batch_size: int = DEFAULT_BATCH,
+    on_item: Callable[[Item], None] | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> ImportReport:
+    """:func:`store_items` of what ``importer`` read (:func:`read_paths`): under its name and
+    with its ``stable_sources`` rule, as every door that imports stores it."""
     return store_items(
         memory,
-        read_paths(importer, path, shown_as=shown_as),
+        items,
         source=importer.name,
         by_source=source_rule(importer),
         dry_run=dry_run,

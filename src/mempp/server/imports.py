@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from mempp.importers import get
-from mempp.importers.base import ImportReport, read_paths, source_rule, store_items
+from mempp.importers.base import ImportReport, run_import
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._ -]+")
 WRITE_CHUNK = 1 << 20
@@ -51,17 +51,6 @@ async def import_body(
         with path.open("wb") as out:
             async for chunk in chunks:
                 out.write(chunk)
-        return await in_thread(_read_and_store, memory, importer, path, shown, dry_run)  # type: ignore[no-any-return]
-
-
-def _read_and_store(
-    memory: Any, importer: Any, path: Path, shown: str, dry_run: bool
-) -> ImportReport:
-    items = read_paths(importer, path, shown_as=shown)
-    return store_items(
-        memory,
-        items,
-        source=importer.name,
-        by_source=source_rule(importer),
-        dry_run=dry_run,
-    )
+        return await in_thread(  # type: ignore[no-any-return]
+            run_import, memory, importer, path, dry_run=dry_run, shown_as=shown
+        )

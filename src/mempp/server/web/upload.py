@@ -19,14 +19,12 @@ import shutil
 import tempfile
 from collections import Counter
 from collections.abc import Iterator, Sequence
-from dataclasses import replace
 from pathlib import Path
 from typing import Any, BinaryIO
 
 from mempp.errors import InvalidInput
-from mempp.importers import Importer, Item, ItemError, Notice, Skipped, get
-from mempp.importers.base import read_paths, store_items
-from mempp.records import Document
+from mempp.importers import Importer, Item, get
+from mempp.importers.base import read_paths, store_read
 from mempp.server.imports import safe_name
 from mempp.server.web.access import WebError
 
@@ -83,32 +81,21 @@ def ingest_files(memory: Any, files: Sequence[tuple[str, BinaryIO]]) -> list[dic
         for name, path, importer in chosen:
             assert importer is not None
             try:
-                items = read_paths(importer, path)
+                # Told by the upload's own name, never the temporary path.
+                items = read_paths(importer, path, shown_as=name)
             except InvalidInput as exc:
-                message = str(exc).replace(str(path), name)
                 raise WebError(
-                    400, "Cannot read that file", f"{message}. Nothing was stored."
+                    400, "Cannot read that file", f"{exc}. Nothing was stored."
                 ) from None
-            streams.append((name, importer, _renamed(items, str(path), name)))
+            streams.append((name, importer, items))
         return [
-            {"name": name, **store_items(memory, items, source=importer.name).to_dict()}
+            {"name": name, **store_read(memory, importer, items).to_dict()}
             for name, importer, items in streams
         ]
 
 
 def _importer_for(importers: Sequence[Importer], path: Path) -> Importer | None:
     return next((importer for importer in importers if importer.recognizes(path)), None)
-
-
-def _renamed(items: Iterator[Item], temp: str, name: str) -> Iterator[Item]:
-    """The items with the temporary path in locations and sources told as the upload's name."""
-    for item in items:
-        if isinstance(item, Document):
-            if item.source and temp in item.source:
-                item = replace(item, source=item.source.replace(temp, name))
-        elif isinstance(item, ItemError | Skipped | Notice):
-            item = replace(item, location=item.location.replace(temp, name))
-        yield item
 
 
 def totals(reports: Sequence[dict[str, Any]]) -> dict[str, Any]:
