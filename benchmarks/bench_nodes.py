@@ -15,9 +15,7 @@ from __future__ import annotations
 
 import argparse
 import random
-import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
@@ -29,37 +27,14 @@ import httpx
 
 from mempp import Memory
 
+# The tests' helpers start and wait for the `mempp serve` nodes (tests/serving.py).
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from serving import free_port, serve_process, wait_ready
+
 WORDS = (
     "launch budget pricing plan roadmap hiring vendor audit contract renewal outage deploy "
     "incident review quarterly target forecast churn seat team customer migration security"
 ).split()
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def start_node(url: str, port: int) -> subprocess.Popen[bytes]:
-    return subprocess.Popen(
-        [sys.executable, "-m", "mempp", "--db", url, "serve", "--port", str(port)],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-
-
-def wait_ready(base: str, timeout: float = 300) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(f"{base}/readyz", timeout=2).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.3)
-    raise SystemExit(f"{base} did not become ready")
 
 
 def load(bases: list[str], clients: int, seconds: float, questions: list[str]) -> list[float]:
@@ -121,11 +96,11 @@ def main() -> None:
         print(f"{'nodes':>5} {'searches/s':>11} {'p50 ms':>8} {'p95 ms':>8}")
         for count in args.nodes:
             ports = [free_port() for _ in range(count)]
-            children = [start_node(url, port) for port in ports]
+            children = [serve_process(url, port) for port in ports]
             try:
                 bases = [f"http://127.0.0.1:{port}" for port in ports]
-                for base in bases:
-                    wait_ready(base)
+                for base, child in zip(bases, children, strict=True):
+                    wait_ready(base, child, timeout=300)
                 load(bases, args.clients, 3.0, questions)  # warm every node's replicas
                 latencies = load(bases, args.clients, args.seconds, questions)
             finally:

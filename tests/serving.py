@@ -6,17 +6,24 @@
 The socket is bound before uvicorn starts (no race for the port); the server runs in a
 thread and is asked to exit, then joined, when the block ends. ``Running.stop()`` asks it
 to exit as SIGTERM would: in-flight requests finish first.
+
+For a server that must be killed or run as several nodes, ``serve_process`` starts a real
+``mempp serve`` child on a ``free_port()`` and ``wait_ready`` waits for its ``/readyz``
+(the tests and ``benchmarks/bench_nodes.py`` use them).
 """
 
 from __future__ import annotations
 
 import socket
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
+import httpx
 import uvicorn
 
 START_TIMEOUT_S = 60.0
@@ -69,3 +76,37 @@ def live_server(app: object, *, graceful_s: float = 10.0, lifespan: str = "auto"
         yield running.url
     finally:
         running.stop()
+
+
+def free_port() -> int:
+    """A loopback port free now (a child process binds it later: a small race, unlike
+    ``start_server``'s bound socket)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def serve_process(location: str, port: int) -> subprocess.Popen[bytes]:
+    """``mempp --db LOCATION serve --port PORT`` as a child process, its output discarded."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "mempp", "--db", location, "serve", "--port", str(port)],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+
+
+def wait_ready(base: str, child: subprocess.Popen[bytes], timeout: float = 120.0) -> None:
+    """Until ``base/readyz`` answers 200; raises ``RuntimeError`` when ``child`` exits first
+    or ``timeout`` seconds pass."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if child.poll() is not None:
+            raise RuntimeError(f"{base}: the server exited ({child.returncode})")
+        try:
+            if httpx.get(f"{base}/readyz", timeout=2).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.2)
+    raise RuntimeError(f"{base} did not become ready in {timeout:.0f} s")

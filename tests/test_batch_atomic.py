@@ -14,9 +14,6 @@ import contextlib
 import os
 import random
 import signal
-import socket
-import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -29,6 +26,7 @@ from mempp.records import Document
 
 from conftest import KeywordEmbedder
 from engines import engine_location, pg_server, pg_url  # noqa: F401 - fixtures
+from serving import free_port, serve_process, wait_ready
 
 
 @pytest.mark.parametrize("size", [40, 300])  # the row-by-row path, and PostgreSQL's COPY
@@ -65,34 +63,6 @@ def test_every_duplicate_names_the_record_it_repeats(
         assert memory.store.find_duplicates(memory.scope, [repeat]) == [stored[0]]
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _serve(location: str, port: int) -> subprocess.Popen[bytes]:
-    return subprocess.Popen(
-        [sys.executable, "-m", "mempp", "--db", location, "serve", "--port", str(port)],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-
-
-def _ready(base: str, child: subprocess.Popen[bytes], timeout: float = 120.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        assert child.poll() is None, "the server exited"
-        try:
-            if httpx.get(f"{base}/readyz", timeout=2).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.2)
-    raise AssertionError("the server did not become ready")
-
-
 def _count(location: str) -> int:
     with Memory(location) as memory:
         return memory.store.count(memory.scope, active_only=False)
@@ -111,13 +81,13 @@ def test_a_batch_killed_mid_request_is_whole_or_absent_and_a_retry_learns_every_
         for i in range(DOCS)
     ]
     rng = random.Random(33)
-    port = _free_port()
+    port = free_port()
     base = f"http://127.0.0.1:{port}"
     seen = []
     for _ in range(KILLS):
-        child = _serve(engine_location, port)
+        child = serve_process(engine_location, port)
         try:
-            _ready(base, child)
+            wait_ready(base, child)
             before = _count(engine_location)
 
             def post() -> None:
@@ -134,9 +104,9 @@ def test_a_batch_killed_mid_request_is_whole_or_absent_and_a_retry_learns_every_
         added = _count(engine_location) - before
         seen.append(added)
         assert added in (0, DOCS), added  # never part of the batch
-    child = _serve(engine_location, port)
+    child = serve_process(engine_location, port)
     try:
-        _ready(base, child)
+        wait_ready(base, child)
         reply = httpx.post(f"{base}/v1/records/batch", json={"records": docs}, timeout=300)
         assert reply.status_code == 200, reply.text
         results = reply.json()["results"]
