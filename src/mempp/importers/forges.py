@@ -31,11 +31,12 @@ TOOLS = {"github": "GitHub", "gitlab": "GitLab"}
 class ForgeImporter:
     """The importer of one forge's saved API responses (a file, a folder or a zip of them).
     ``max_unpacked``/``max_member`` cap a zip, in bytes. A subclass names the forge
-    (``name``, a key of ``TOOLS``), tells an object's kind (``kind_of``) and reads a tree
-    (``export``, its :class:`ForgeExport`)."""
+    (``name``, a key of ``TOOLS``) and the :class:`ForgeExport` that reads a tree
+    (``export``)."""
 
     name: str
     description: str
+    export: type[ForgeExport]
 
     def __init__(self, *, max_unpacked: int = MAX_UNPACKED, max_member: int = MAX_MEMBER) -> None:
         self.max_unpacked = max_unpacked
@@ -55,13 +56,6 @@ class ForgeImporter:
         finally:
             tree.close()
 
-    def kind_of(self, value: Any) -> str | None:
-        """The kind of an API object of this forge, or ``None``."""
-        raise NotImplementedError
-
-    def export(self, tree: Tree) -> ForgeExport:
-        raise NotImplementedError
-
     def _refuse_foreign(self, path: str | os.PathLike[str], tree: FileTree) -> None:
         """A single file of another tool is refused whole, before anything is stored."""
         name = tree.names()[0]
@@ -77,7 +71,7 @@ class ForgeImporter:
         for entry in read_pages(text):
             if isinstance(entry, Entry):
                 hint = foreign_hint(entry.value, self.name)
-                if self.kind_of(entry.value) is None and hint:
+                if self.export.kind_of(entry.value) is None and hint:
                     raise InvalidInput(f"{path}: {hint}")
                 return
             if isinstance(entry, Cut):
@@ -130,7 +124,9 @@ class ForgeExport:
         except (TypeError, AttributeError, ValueError) as exc:  # a field of an unexpected type
             yield ItemError(location, f"a {kind} with a field of an unexpected type ({exc})")
 
-    def kind_of(self, value: Any) -> str | None:
+    @staticmethod
+    def kind_of(value: Any) -> str | None:
+        """The kind of an API object of this forge, or ``None``."""
         raise NotImplementedError
 
     def _item(self, file: str, location: str, entry: Entry, kind: str) -> Iterator[Item]:

@@ -56,19 +56,6 @@ _REVIEW_WORDS = {
 }
 
 
-class GitHubImporter(ForgeImporter):
-    """Reads saved GitHub REST responses. ``max_unpacked``/``max_member`` cap a zip, in bytes."""
-
-    name = "github"
-    description = "GitHub REST API JSON as `gh api --paginate` saves it (a file, folder or zip)"
-
-    def kind_of(self, value: Any) -> str | None:
-        return _kind(value)
-
-    def export(self, tree: Tree) -> ForgeExport:
-        return _Export(tree)
-
-
 def _kind(value: Any) -> str | None:
     if not isinstance(value, dict):
         return None
@@ -96,13 +83,11 @@ def _kind(value: Any) -> str | None:
 
 class _Export(ForgeExport):
     forge = "github"
+    kind_of = staticmethod(_kind)
 
     def __init__(self, tree: Tree) -> None:
         super().__init__(tree)
         self.names: dict[str, str] = {}  # login -> name, from user objects
-
-    def kind_of(self, value: Any) -> str | None:
-        return _kind(value)
 
     def items(self) -> Iterator[Item]:
         names = self.tree.names()
@@ -458,3 +443,11 @@ class _Export(ForgeExport):
             host = repo_match.group(1).replace("://api.github.com", "://github.com")
             return host, repo_match.group(2), int(numbered.group(1))
         return None
+
+
+class GitHubImporter(ForgeImporter):
+    """Reads saved GitHub REST responses. ``max_unpacked``/``max_member`` cap a zip, in bytes."""
+
+    name = "github"
+    description = "GitHub REST API JSON as `gh api --paginate` saves it (a file, folder or zip)"
+    export = _Export

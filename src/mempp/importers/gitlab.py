@@ -42,19 +42,6 @@ _STATE_NOTES = {"closed": "closed", "reopened": "reopened", "merged": "merged"}
 _KINDS = {"Issue": "issues", "MergeRequest": "merge_requests"}
 
 
-class GitLabImporter(ForgeImporter):
-    """Reads saved GitLab API v4 responses. ``max_unpacked``/``max_member`` cap a zip."""
-
-    name = "gitlab"
-    description = "GitLab API v4 JSON as `glab api --paginate` saves it (a file, folder or zip)"
-
-    def kind_of(self, value: Any) -> str | None:
-        return _kind(value)
-
-    def export(self, tree: Tree) -> ForgeExport:
-        return _Export(tree)
-
-
 def _kind(value: Any) -> str | None:
     if not isinstance(value, dict):
         return None
@@ -80,15 +67,13 @@ def _kind(value: Any) -> str | None:
 
 class _Export(ForgeExport):
     forge = "gitlab"
+    kind_of = staticmethod(_kind)
     message_types = (str, dict)
 
     def __init__(self, tree: Tree) -> None:
         super().__init__(tree)
         self.paths: dict[int, str] = {}  # project id -> group/project
         self.by_global: dict[tuple[str, int], str] = {}  # (kind, global id) -> thread
-
-    def kind_of(self, value: Any) -> str | None:
-        return _kind(value)
 
     def _item(self, file: str, location: str, entry: Entry, kind: str) -> Iterator[Item]:
         value = entry.value
@@ -327,3 +312,11 @@ class _Export(ForgeExport):
         project = int(thread.split("/projects/", 1)[1].split("/", 1)[0])
         tags = [self.paths[project]] if project in self.paths else []
         yield from self._state(location, thread, label, event, moment, value.get("user"), tags)
+
+
+class GitLabImporter(ForgeImporter):
+    """Reads saved GitLab API v4 responses. ``max_unpacked``/``max_member`` cap a zip."""
+
+    name = "gitlab"
+    description = "GitLab API v4 JSON as `glab api --paginate` saves it (a file, folder or zip)"
+    export = _Export
