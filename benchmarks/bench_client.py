@@ -27,36 +27,22 @@ from __future__ import annotations
 
 import argparse
 import shutil
-import socket
 import statistics
-import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 import bench_scale  # the store builder, from this folder
+
+from serving import free_port, serve_process, start_server, wait_ready  # tests/serving.py
 
 
 def quantile(samples: list[float], q: float) -> float:
     return statistics.quantiles(samples, n=100, method="inclusive")[int(q * 100) - 1]
-
-
-def serve(app: object) -> tuple[str, object, threading.Thread]:
-    import uvicorn
-
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-    sock.bind(("127.0.0.1", 0))
-    config = uvicorn.Config(app, host="127.0.0.1", log_level="warning")  # type: ignore[arg-type]
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    while not server.started:
-        time.sleep(0.05)
-    return f"http://127.0.0.1:{sock.getsockname()[1]}", server, thread
 
 
 def main() -> None:
@@ -85,42 +71,30 @@ def main() -> None:
         shutil.rmtree(work, ignore_errors=True)
         return
     state = ServerState(str(copy), embedder=MiniLMEmbedder())
-    url, server, thread = serve(create_app(state))
+    running = start_server(create_app(state))
     try:
         deadline = time.monotonic() + 600
         while not state.ready and time.monotonic() < deadline:
             time.sleep(0.2)
         memory = state.memory(state.default_scope)
-        with Client(url, timeout=120) as client:
+        with Client(running.url, timeout=120) as client:
             for k in args.k:
                 report(k, questions, memory, client)
     finally:
-        server.should_exit = True  # type: ignore[attr-defined]
-        thread.join(timeout=60)
+        running.stop()
         shutil.rmtree(work, ignore_errors=True)
 
 
 def measure_separate(copy: Path, questions: list[str], ks: list[int]) -> None:
     """``mempp serve`` in its own process; ``Memory`` in this one, on the same file."""
-    import httpx
 
     from mempp import Client, Memory
 
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    command = [sys.executable, "-m", "mempp", "serve", "--db", str(copy), "--port", str(port)]
-    server = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    port = free_port()
+    server = serve_process(str(copy), port)
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 600
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(f"{url}/readyz", timeout=5).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            time.sleep(0.5)
+        wait_ready(url, server, timeout=600)
         with Memory(copy) as memory, Client(url, timeout=120) as client:
             memory.warm()
             for k in ks:
