@@ -240,6 +240,30 @@ def test_second_run_reuses_the_ingested_store(tmp_path: Path, tiny: Path) -> Non
     assert results["run"]["cache"]["reused"] is False
 
 
+def test_encoder_option_chooses_the_embedder_and_its_store(
+    tmp_path: Path, tiny: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import mempp.encoders
+
+    asked: list[str | None] = []
+
+    def named(name: str | None = None) -> KeywordEmbedder:
+        asked.append(name)
+        return KeywordEmbedder(KEYWORDS if name == "minilm" else ["alpha"])
+
+    monkeypatch.setattr(mempp.encoders, "embedder_named", named)
+    argv = _argv(tmp_path, tiny, "--no-plots", "--systems", "mempp-default")
+    for name in ("minilm", "mpnet", "minilm"):
+        assert cli.run(parse([*argv, "--encoder", name]), spans=whitespace_spans) == 0
+        results = json.loads((tmp_path / "out" / "results.json").read_text("utf-8"))
+        assert results["run"]["options"]["encoder"] == name
+        assert results["run"]["cache"]["reused"] is (len(asked) == 3)
+    assert asked == ["minilm", "mpnet", "minilm"]
+    # Without the option the encoder is left to $MEMPP_ENCODER (embedder_named(None)).
+    assert cli.run(parse(argv), spans=whitespace_spans) == 0
+    assert asked[-1] is None
+
+
 def test_bench_retrieval_equals_memory_search(tmp_path: Path, tiny: Path) -> None:
     """The benchmark's read path (explicit scope) returns what Memory.search returns."""
     embedder = KeywordEmbedder(KEYWORDS)

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from mempp.bench.datasets import ENV_VAR, default_data_root
+from mempp.encoders import ENCODERS
 from mempp.errors import InvalidInput, MemppError
 
 BENCHMARKS = ("orgmembench", "locomo", "longmemeval")
@@ -81,6 +82,13 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "--rag-sizes", nargs="+", default=None, metavar="N", help="RAG chunk sizes in tokens"
     )
     parser.add_argument("--cache", type=Path, default=None, help="default: ./.mempp-cache")
+    parser.add_argument(
+        "--encoder",
+        choices=ENCODERS,
+        default=None,
+        help="sentence encoder of the store and the queries (default: $MEMPP_ENCODER, else "
+        "minilm); each encoder has its own cached store (docs/encoders.md)",
+    )
     parser.add_argument("--limit", type=int, default=None, help="only the first N questions")
     parser.add_argument(
         "--half",
