@@ -5,7 +5,8 @@ encoder), while retrieval over a finished store takes seconds. So the store is w
 ``<cache>/<benchmark>-<key>/store.db`` where ``key`` hashes the dataset files, the loaded items
 (text, author, date, scope, id: any loader change gives a new key), the encoder's name and
 size and this cache's format. It is built in a temporary folder and renamed into place when
-complete, so an interrupted ingest is never reused. RAG chunk vectors are cached next to it.
+complete, so an interrupted ingest is never reused. RAG chunk vectors and question vectors
+are cached next to it.
 """
 
 from __future__ import annotations
@@ -177,6 +178,28 @@ def _write(
     return mapping, counts
 
 
+def _vector_file(directory: Path, name: str, texts: Sequence[str], embedder: Embedder) -> Path:
+    digest = hashlib.sha256()
+    digest.update(f"{embedder.name}/{embedder.dim}\n".encode())
+    for text in texts:
+        digest.update(hashlib.sha256(text.encode("utf-8")).digest())
+    return directory / f"{name}-{digest.hexdigest()[:16]}.npy"
+
+
+def _cached(target: Path, texts: Sequence[str], embedder: Embedder) -> np.ndarray | None:
+    if target.is_file():
+        vectors = np.load(target)
+        if vectors.shape == (len(texts), embedder.dim):
+            return vectors
+    return None
+
+
+def _save(target: Path, vectors: np.ndarray) -> None:
+    partial = target.with_name(f".{target.stem}.{os.getpid()}.npy")
+    np.save(partial, vectors)
+    os.replace(partial, target)
+
+
 def chunk_vectors(
     directory: Path,
     name: str,
@@ -186,16 +209,10 @@ def chunk_vectors(
     progress: bool = True,
 ) -> np.ndarray:
     """Vectors of ``texts`` (RAG chunks), cached in ``directory/<name>.npy`` by content hash."""
-    digest = hashlib.sha256()
-    digest.update(f"{embedder.name}/{embedder.dim}\n".encode())
-    for text in texts:
-        digest.update(hashlib.sha256(text.encode("utf-8")).digest())
-    stem = f"{name}-{digest.hexdigest()[:16]}"
-    target = directory / f"{stem}.npy"
-    if target.is_file():
-        vectors = np.load(target)
-        if vectors.shape == (len(texts), embedder.dim):
-            return vectors
+    target = _vector_file(directory, name, texts, embedder)
+    cached = _cached(target, texts, embedder)
+    if cached is not None:
+        return cached
     from tqdm import tqdm
 
     out = np.empty((len(texts), embedder.dim), dtype=np.float32)
@@ -207,10 +224,37 @@ def chunk_vectors(
             batch = list(texts[start : start + BATCH])
             out[start : start + len(batch)] = embedder.embed(batch)
             bar.update(len(batch))
-    partial = directory / f".{stem}.{os.getpid()}.npy"
-    np.save(partial, out)
-    os.replace(partial, target)
+    _save(target, out)
     return out
+
+
+def question_vectors(
+    directory: Path, texts: Sequence[str], embedder: Embedder, *, progress: bool = True
+) -> tuple[np.ndarray, list[float]]:
+    """Vectors of the questions, cached like :func:`chunk_vectors`, and the seconds each took
+    to encode (empty when they came from the cache).
+
+    Each question is encoded alone, as ``Memory.search`` encodes a query, so a vector is the
+    one a user's search would get, and its time is a query's encoding time. With a slow
+    encoder (MPNet: about a second a question on a loaded machine) the cache is what makes a
+    settings sweep over LoCoMo's questions take seconds instead of half an hour.
+    """
+    target = _vector_file(directory, "questions", texts, embedder)
+    cached = _cached(target, texts, embedder)
+    if cached is not None:
+        return cached, []
+    from tqdm import tqdm
+
+    out = np.empty((len(texts), embedder.dim), dtype=np.float32)
+    seconds: list[float] = []
+    for row, text in enumerate(
+        tqdm(texts, desc="embed questions", unit="q", file=sys.stderr, disable=not progress)
+    ):
+        tick = time.perf_counter()
+        out[row] = embedder.embed([text])[0]
+        seconds.append(time.perf_counter() - tick)
+    _save(target, out)
+    return out, seconds
 
 
 def copy_store(source: Store, scopes: Sequence[str], location: str) -> Store:

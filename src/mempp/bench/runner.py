@@ -282,18 +282,21 @@ def run(
         needs_vector = any(
             s.kind == "rag" or (s.settings is not None and s.settings.w_vec > 0) for s in systems
         )
+        vectors: np.ndarray | None = None
+        if needs_vector:
+            vectors, embed_seconds = cache.question_vectors(
+                ingested.path.parent,
+                [clean_question(question.text) for question in questions],
+                embedder,
+                progress=options.progress,
+            )
         clock = time.perf_counter()
         bar = tqdm(
             questions, desc=benchmark.name, unit="q", file=sys.stderr, disable=not options.progress
         )
-        for question in bar:
+        for index, question in enumerate(bar):
             as_of = parse_as_of(question.as_of)
-            vector = None
-            if needs_vector:
-                tick = time.perf_counter()
-                # One question at a time, as Memory.search embeds it, so vectors are identical.
-                vector = embedder.embed([clean_question(question.text)])[0]
-                embed_seconds.append(time.perf_counter() - tick)
+            vector = None if vectors is None else vectors[index]
             sizes = gold_sizes(question.scope, question.gold)
             for system in systems:
                 result, extra, seconds = _run_one(system, question, vector, as_of, context)
