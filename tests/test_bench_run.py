@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -17,6 +18,7 @@ from mempp.bench.chunking import whitespace_spans
 from mempp.bench.datasets import Benchmark, Question
 from mempp.bench.retrieve import MemppRetriever, clean_question
 from mempp.dates import parse_as_of
+from mempp.errors import InvalidInput
 from mempp.search.packing import PackingOptions
 from mempp.store import open_store
 from mempp.store.postgres import mask_url
@@ -457,6 +459,20 @@ def test_system_selection() -> None:
     assert len(systems.select("locomo", None)) == 13
     packed = systems.select("orgmembench", ["mempp-default-packed"])[0]
     assert packed.packing == PackingOptions() and packed.settings == systems.preset("default")
+    # A preset with settings changed: typed values, validated, and the unchanged ones kept.
+    name = "mempp:default+w_vec=1.5+gamma=10+phrases=false+max_terms=none+stop_words=short"
+    (variant,) = systems.select("orgmembench", [name])
+    assert variant.name == name and variant.settings == systems.preset("default").with_(
+        w_vec=1.5, gamma=10, phrases=False, max_terms=None, stop_words="short"
+    )
+    for bad, message in (
+        ("mempp:default+bogus=1", "unknown setting(s): bogus"),
+        ("mempp:default+gamma=-1", "gamma must be a number > 0"),
+        ("mempp:default+gamma", "'gamma' is not <setting>=<value>"),
+        ("mempp:nope+gamma=1", "unknown preset"),
+    ):
+        with pytest.raises(InvalidInput, match=re.escape(message)):
+            systems.select("orgmembench", [bad])
 
 
 def test_packed_system_trades_text_for_records(tmp_path: Path, tiny: Path) -> None:

@@ -54,9 +54,10 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         metavar="NAME",
         help="systems to run, space or comma separated (default: all): mempp-paper "
         "mempp-default mempp-default-packed no-lex no-tag no-vec no-recency bm25 vector "
-        "rag-512 rag-2048 rag-4096 full-context, or mempp:<preset>, rag-<N>; with an LLM "
-        "endpoint also the ablations mempp-consolidated, mempp-graph and mempp-fact-index "
-        "(only when named)",
+        "rag-512 rag-2048 rag-4096 full-context, or mempp:<preset>, "
+        "mempp:<preset>+<setting>=<value>... (a preset with settings changed), rag-<N>; "
+        "with an LLM endpoint also the ablations mempp-consolidated, mempp-graph and "
+        "mempp-fact-index (only when named)",
     )
     parser.add_argument("--out", type=Path, default=None, help="default: bench-out/<benchmark>")
     parser.add_argument(

@@ -14,7 +14,8 @@
 * ``rag-N``: the history in date order cut into N-token chunks, chunks ranked by cosine of
   the same encoder.
 * ``full-context``: the history in date order, read up to the answer window.
-* ``mempp:<preset>``: any other library preset, by name.
+* ``mempp:<preset>``: any other library preset, by name; ``mempp:<preset>+<setting>=<value>...``
+  the preset with some settings changed (a settings sweep), e.g. ``mempp:default+gamma=10``.
 
 Three LLM ablations exist only when an LLM endpoint is configured, and run only when named
 (they cost calls per stored row; see ``mempp.bench.ablations`` and ``mempp.bench.facts``):
@@ -168,6 +169,35 @@ def llm_systems(benchmark: str, *, graph_dated: bool = True) -> list[System]:
     ]
 
 
+def _value(text: str) -> Any:
+    lowered = text.strip().lower()
+    if lowered in ("true", "false"):
+        return lowered == "true"
+    if lowered == "none":
+        return None
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text.strip()
+
+
+def preset_with(spec: str) -> Settings:
+    """``<preset>`` or ``<preset>+<field>=<value>+...``: a library preset with some settings
+    changed (``default+w_vec=0.5+gamma=10``), validated like any ``Settings``. It lets a
+    settings sweep run through the bench's own command line, each variant a named system."""
+    name, *changes = spec.split("+")
+    fields: dict[str, Any] = {}
+    for change in changes:
+        key, sep, value = change.partition("=")
+        if not sep or not key.strip():
+            raise InvalidInput(f"system mempp:{spec}: {change!r} is not <setting>=<value>")
+        fields[key.strip()] = _value(value)
+    base = preset(name)
+    return base.with_(**fields) if fields else base
+
+
 def select(
     benchmark: str,
     names: list[str] | None,
@@ -193,7 +223,7 @@ def select(
         if name in by_name:
             system = by_name[name]
         elif name.startswith("mempp:"):
-            system = System(name, "mempp", f"mempp, preset {name[6:]}", preset(name[6:]))
+            system = System(name, "mempp", f"mempp, preset {name[6:]}", preset_with(name[6:]))
         elif name.startswith("rag-") and name[4:].isdigit() and int(name[4:]) > 0:
             n = int(name[4:])
             system = System(name, "rag", f"{n}-token chunks of the dated history, cosine", None, n)
