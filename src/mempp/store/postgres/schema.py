@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 from mempp.errors import StoreError, StoreUnavailable
 from mempp.store.base import UNDATED_DEDUPE_KEY as UNDATED_KEY
 from mempp.store.migrations import Migration, newest, pending
+from mempp.store.postgres.analysis_schema import ANALYSIS_MIGRATION
 from mempp.store.postgres.bm25 import ScopeReplica
 from mempp.store.postgres.connect import (
     CONNECT_TIMEOUT_S,
@@ -408,6 +409,7 @@ MIGRATIONS: tuple[Migration, ...] = (
         ),
     ),
     REEMBED_MIGRATION,
+    ANALYSIS_MIGRATION,
 )
 
 
@@ -490,7 +492,6 @@ class _PostgresBase:
         self._replicas = ScopeCache(ScopeReplica)
         self._tag_replicas = ScopeCache(ScopeTags)
         self._vector_replicas = ScopeCache(ScopeVectors)
-        self._lexeme_cache: dict[str, tuple[str, ...]] = {}
 
     # -- plumbing ---------------------------------------------------------------------
     def _connect_kwargs(self, url: str) -> dict[str, Any]:
@@ -633,9 +634,12 @@ class _PostgresBase:
                     "upgrade mempp to open it"
                 )
             for migration in pending(MIGRATIONS, applied):
-                for statement in migration.statements:
+                for step in migration.steps(conn):
                     try:
-                        conn.execute(statement)
+                        if callable(step):
+                            step()
+                        else:
+                            conn.execute(step)
                     except (
                         psycopg.errors.FeatureNotSupported,
                         psycopg.errors.UndefinedFile,
