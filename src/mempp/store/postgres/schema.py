@@ -42,6 +42,11 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
+# While one search's legs run (``gather``): each scope's erasure count, read once for them all.
+_SEARCH_ERASURES: contextvars.ContextVar[tuple[threading.Lock, dict[str, int]] | None] = (
+    contextvars.ContextVar("mempp_search_erasures", default=None)
+)
+
 # Advisory-lock key space: (class, key) pairs of int4. The class spells "memp" so other
 # applications sharing the database are unlikely to collide with it.
 _LOCK_CLASS_SCHEMA = 0x6D656D70
@@ -591,7 +596,19 @@ class _PostgresBase:
 
     def _erasures(self, scope: str) -> int:
         """How many of the scope's rows were ever erased (by any node): a replica read at
-        another count is stale. One probe of the redactions' primary key."""
+        another count is stale. Inside ``gather`` (one search's legs) it is read once for
+        all the legs of the scope, not once per leg."""
+        shared = _SEARCH_ERASURES.get()
+        if shared is None:
+            return self._read_erasures(scope)
+        lock, counts = shared
+        with lock:  # the first leg reads it; the others, beside it, wait for its answer
+            if scope not in counts:
+                counts[scope] = self._read_erasures(scope)
+            return counts[scope]
+
+    def _read_erasures(self, scope: str) -> int:
+        """The erasure count: one probe of the redactions' primary key."""
         with self._connection() as conn:
             return int(
                 conn.execute(
@@ -686,6 +703,13 @@ class _PostgresBase:
         # search at once (on as many cores as it has) instead of one after another. When
         # other searches hold the spare connections, the rest run in turn in this thread:
         # under load, parallel legs would only queue for connections.
+        token = _SEARCH_ERASURES.set((threading.Lock(), {}))
+        try:
+            return self._gathered(calls)
+        finally:
+            _SEARCH_ERASURES.reset(token)
+
+    def _gathered(self, calls: Sequence[Callable[[], T]]) -> list[T]:
         if len(calls) < 2:
             return [call() for call in calls]
         with self._readers_lock:
