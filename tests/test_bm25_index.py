@@ -115,7 +115,12 @@ def test_phrase_scores_are_added_once_the_words_are_scored() -> None:
     assert index.search(["a"], False, everyone, 3, extra) == [5, 6, 4]
     assert called == [True]
     called.clear()
-    assert index.search(["absent"], False, everyone, 3, extra) == [] and called == []
+    # As FTS5 reads '"absent" OR "a phrase"': the rows of the phrase match, though no word
+    # of the query does (rows the index has not seen are left out).
+    assert index.search(["absent"], False, everyone, 3, extra) == [5] and called == [True]
+    called.clear()
+    # Conjunctive: a word no row holds matches nothing, and the phrases are not read.
+    assert index.search(["absent", "a"], True, everyone, 3, extra) == [] and called == []
 
 
 def test_saved_index_loads_and_catches_up_like_one_built_whole(tmp_path) -> None:

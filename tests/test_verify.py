@@ -114,11 +114,13 @@ def test_a_redacted_store_passes(memory, capsys) -> None:
 
 def test_a_text_rewritten_with_the_triggers_off_is_found(memory, engine_location) -> None:  # noqa: F811
     if "://" in engine_location:
-        # The full-text vector is generated from the text: only the hash can tell.
+        # The hash tells, and the row's terms (schema 10) are no longer its text's.
         _postgres_behind_triggers(
             engine_location, ["UPDATE records SET text = 'alpha forged' WHERE id = 3"]
         )
-        assert failing(memory) == {"record texts"}
+        assert failing(memory) == {"record texts", "full-text index"}
+        detail = next(c.detail for c in memory.verify() if c.name == "full-text index")
+        assert "(ids 3)" in detail
     else:
         _sqlite_behind_triggers(
             engine_location, ["UPDATE records SET text = 'alpha forged' WHERE id = 3"]
@@ -143,6 +145,18 @@ def test_a_text_rewritten_by_replace_into_is_found(memory, engine_location) -> N
         ],
     )
     assert failing(memory) == {"record texts", "full-text index"}
+
+
+def test_terms_rewritten_with_the_triggers_off_are_found(memory, engine_location) -> None:  # noqa: F811
+    if "://" not in engine_location:
+        pytest.skip("records.terms is PostgreSQL's (SQLite's FTS5 is checked by its own command)")
+    # Rows found by words they do not hold: the text and its hash are intact.
+    _postgres_behind_triggers(
+        engine_location, ["UPDATE records SET terms = terms || ' forged' WHERE id = 4"]
+    )
+    assert failing(memory) == {"full-text index"}
+    detail = next(c.detail for c in memory.verify() if c.name == "full-text index")
+    assert "1 rows' terms differ" in detail and "(ids 4)" in detail
 
 
 def test_a_zeroed_vector_is_found(memory, engine_location) -> None:  # noqa: F811
@@ -170,7 +184,7 @@ def test_a_tombstone_without_its_redaction_row_is_found(memory, engine_location)
         _postgres_behind_triggers(
             engine_location, ["UPDATE records SET text = '', text_hash = '\\x' WHERE id = 2"]
         )
-        assert failing(memory) == {"record texts"}
+        assert failing(memory) == {"record texts", "full-text index"}
     else:
         _sqlite_behind_triggers(
             engine_location, ["UPDATE records SET text = '', text_hash = x'' WHERE id = 2"]

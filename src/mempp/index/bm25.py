@@ -382,6 +382,43 @@ class Bm25Index:
                 return np.zeros(len(ids), dtype=np.float64)
             return self._scores(ids, tf, matches)
 
+    def scored(
+        self,
+        terms: Sequence[str],
+        conjunctive: bool,
+        extra: Callable[[], tuple[np.ndarray, np.ndarray]] | None = None,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Every row the query matches (ids ascending, any state) and the BM25 of each row
+        id (an array indexed by id), as ``search`` ranks them."""
+        empty = np.empty(0, dtype=np.int64), np.zeros(0, dtype=np.float64)
+        if (not terms and extra is None) or self.rows == 0:
+            return empty
+        with self._lock:
+            lists = [self._postings(term) for term in terms]
+            if conjunctive and any(len(ids) == 0 for ids, _ in lists):
+                return empty
+            score = np.zeros(self.max_id + 1, dtype=np.float64)
+            hits = np.zeros(len(score), dtype=np.int16) if conjunctive else None
+            for ids, tf in lists:
+                if len(ids) == 0:
+                    continue
+                ids = ids.astype(np.intp, copy=False)  # one conversion for both updates
+                np.add.at(score, ids, self._scores(ids, tf, len(ids)))
+                if hits is not None:
+                    hits[ids] += 1  # a term's ids are distinct
+            candidates = None if hits is None else np.flatnonzero(hits == len(terms))
+        if candidates is not None and len(candidates) == 0:
+            return empty
+        if extra is not None:  # score is this call's own array: no lock needed
+            ids, values = extra()
+            known = ids < len(score)
+            np.add.at(score, ids[known], values[known])
+        if candidates is None:
+            # Every posting and phrase scores above zero (idf is at least 1e-6), so a
+            # disjunctive query's candidates are the rows with a score.
+            candidates = np.flatnonzero(score > 0)
+        return candidates, score
+
     def search(
         self,
         terms: Sequence[str],
@@ -395,33 +432,16 @@ class Bm25Index:
         ``terms`` are FTS5 tokens (one per query phrase, in query order); ``eligible`` maps
         candidate ids to a boolean mask (tenant, active, as-of), applied before ranking.
         ``extra`` returns (ids, scores) to add: the scores of multi-word phrases, which FTS5
-        computes (it knows positions); a row matching a phrase also matches its words. It is
-        called once the words are scored, so it may be computed on another thread meanwhile.
+        computes (it knows positions). In disjunctive mode a row matching only a phrase is a
+        candidate too, as in FTS5's OR; in conjunctive mode ``eligible`` says which rows
+        hold the phrases. It is called once the words are scored, so it may be computed on
+        another thread meanwhile.
         """
-        if not terms or limit <= 0 or self.rows == 0:
+        if limit <= 0:
             return []
-        with self._lock:
-            lists = [self._postings(term) for term in terms]
-            if conjunctive and any(len(ids) == 0 for ids, _ in lists):
-                return []
-            score = np.zeros(self.max_id + 1, dtype=np.float64)
-            hits = np.zeros(len(score), dtype=np.int16) if conjunctive else None
-            for ids, tf in lists:
-                if len(ids) == 0:
-                    continue
-                ids = ids.astype(np.intp, copy=False)  # one conversion for both updates
-                np.add.at(score, ids, self._scores(ids, tf, len(ids)))
-                if hits is not None:
-                    hits[ids] += 1  # a term's ids are distinct
-            # Every posting scores above zero (idf is at least 1e-6), so a disjunctive query's
-            # candidates are the rows with a score, taken before phrases add theirs.
-            candidates = np.flatnonzero(score > 0 if hits is None else hits == len(terms))
+        candidates, score = self.scored(terms, conjunctive, extra)
         if len(candidates) == 0:
             return []
-        if extra is not None:  # score is this call's own array: no lock needed
-            ids, values = extra()
-            known = ids < len(score)
-            np.add.at(score, ids[known], values[known])
         candidates = candidates[eligible(candidates)]
         if len(candidates) > limit:
             values = score[candidates]

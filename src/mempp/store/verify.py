@@ -47,6 +47,7 @@ POSTGRES_TRIGGERS = frozenset(
         "records_no_delete",
         "records_no_truncate",
         "records_content_frozen",
+        "records_terms_frozen",
         "record_tags_no_delete",
         "record_tags_no_truncate",
         "record_tags_frozen",

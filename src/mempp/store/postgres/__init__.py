@@ -6,14 +6,15 @@ Same contract as the SQLite engine (``mempp.store.base.Store``), enforced by the
   index) and any ``UPDATE`` that names a content column; only ``state`` and ``superseded_by``
   may change. Like SQLite's ``UPDATE OF`` triggers they fire when a content column is *named*
   in the ``SET`` list, even if the value would stay the same.
-* Full text: a stored generated ``tsvector`` (``to_tsvector('english', text)``; for the rare
-  document past tsvector's 1 MB limit, of its longest prefix that fits) with a GIN index.
+* Full text: every row's ``terms``, FTS5's tokens of its text by the analysis both engines
+  share (``mempp.index.analysis``, schema 10), and a stored ``tsvector`` generated from them
+  (no PostgreSQL parser or dictionary; at most 1 MB of it) with a GIN index.
   ``lexical_rank="bm25"`` (the default preset) ranks by BM25 from a per-scope in-RAM replica
-  of those postings (``mempp.store.postgres.bm25``), as SQLite does; ``"cover_density"`` ranks by
-  ``ts_rank_cd`` as in the paper's own code: each term becomes
-  ``plainto_tsquery('english', term)`` bound as a parameter and the pieces are joined with
-  ``&&`` (conjunctive) or ``||`` (disjunctive) in SQL built from the *number* of terms only,
-  so user text is never parsed as tsquery syntax.
+  of the terms' postings (``mempp.store.postgres.bm25``), as SQLite does, with the same
+  scores; ``"cover_density"`` ranks by ``ts_rank_cd`` as in the paper's own code, over a
+  ``tsquery`` built from the analysed query terms (each quoted as a lexeme, a term of several
+  tokens a ``<->`` phrase, joined with ``&`` or ``|``), so user text is never parsed as
+  tsquery syntax.
 * A search's legs run at once, each on a pooled connection (``gather``).
 * Vectors: an untyped ``vector`` column, because the dimension is known only when the first
   encoder is bound. ``bind_encoder`` then adds (once, under the schema lock) a CHECK

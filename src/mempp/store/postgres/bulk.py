@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from mempp.errors import StoreError
+from mempp.index.analysis import terms_of
 from mempp.records import AddResult, Document, text_hash
 from mempp.store.base import UNDATED_DEDUPE_KEY as UNDATED
 from mempp.store.base import dedupe_date
@@ -62,12 +63,13 @@ _LOCK_CLASS_BULK = 0x6D656D72
 _STAGING = (
     "CREATE TEMPORARY TABLE mempp_batch (ord int4, text text, text_hash bytea, "
     "author text, author_key text, event_date text, event_key int8, date_key int8, "
-    "tags text[], source text, embedding vector, thread text, metadata text, labels text[]) "
+    "tags text[], source text, embedding vector, thread text, metadata text, labels text[], "
+    "terms text) "
     "ON COMMIT DROP"
 )
 _STAGING_TYPES = (
     "int4", "text", "bytea", "text", "text", "text", "int8", "int8",
-    "text[]", "text", "vector", "text", "text", "text[]",
+    "text[]", "text", "vector", "text", "text", "text[]", "text",
 )  # fmt: skip
 
 # Rows of the batch whose (author, text, date) an active row of the scope already holds.
@@ -86,11 +88,12 @@ WITH assigned AS (
     SELECT a.ord, a.id FROM unnest(%(ords)s::int4[], %(ids)s::int8[]) AS a(ord, id)
 ), new AS (
     INSERT INTO records (id, scope, text, text_hash, author, event_date, event_key, tags,
-                         source, ingested_at, ingested_key, embedding, thread, metadata)
+                         source, ingested_at, ingested_key, embedding, thread, metadata,
+                         terms)
     OVERRIDING SYSTEM VALUE
     SELECT assigned.id, %(scope)s, b.text, b.text_hash, b.author, b.event_date, b.event_key,
            b.tags, b.source, %(ingested_at)s, %(ingested_key)s, b.embedding, b.thread,
-           b.metadata::jsonb
+           b.metadata::jsonb, b.terms
     FROM mempp_batch b JOIN assigned USING (ord)
     ON CONFLICT (scope, (coalesce(author, '')), text_hash, (coalesce(event_key, {UNDATED})))
         WHERE state = 'active' DO NOTHING
@@ -140,6 +143,7 @@ def insert_by_copy(
     first: dict[tuple[str, bytes, int], int] = {}
     copies: dict[int, int] = {}  # a later copy within the batch -> the first one's ord
     rows = []
+    kept: list[int] = []
     for ord_, (doc, vector) in enumerate(zip(docs, vectors, strict=True)):
         digest = text_hash(doc.text)
         key = (doc.author or "", digest, dedupe_date(doc))
@@ -155,6 +159,9 @@ def insert_by_copy(
                 doc.thread, doc.metadata, sorted(doc.tag_labels()),
             )
         )  # fmt: skip
+        kept.append(ord_)
+    terms = terms_of([docs[ord_].text for ord_ in kept])
+    rows = [(*row, row_terms) for row, row_terms in zip(rows, terms, strict=True)]
     conn.execute(_STAGING)
     with conn.cursor() as cursor:
         with cursor.copy("COPY mempp_batch FROM STDIN (FORMAT BINARY)") as copy:

@@ -12,6 +12,7 @@ import numpy as np
 
 from mempp.dates import now_key
 from mempp.errors import InvalidInput, StoreError
+from mempp.index.analysis import terms_of
 from mempp.store.base import (
     ChangeRecord,
     GroupOutcome,
@@ -206,7 +207,13 @@ class _ChangeLogMixin(_RecordsMixin):
 
     def _insert_merged(self, conn: psycopg.Connection[Any], scope: str, merged: MergedRow) -> int:
         params = _row_params(
-            scope, merged.document, merged.vector, merged.labels, datetime.now(UTC), now_key()
+            scope,
+            merged.document,
+            merged.vector,
+            merged.labels,
+            datetime.now(UTC),
+            now_key(),
+            terms_of([merged.document.text])[0],
         )
         # The insert's own NOT EXISTS runs after the originals were archived in this
         # transaction, so only *other* active rows count as duplicates (as in SQLite).

@@ -76,8 +76,8 @@ class _ErasureMixin(_ChangeLogMixin):
             # A re-encoding under way staged a vector of the text: it goes too.
             conn.execute("DELETE FROM reembed_vectors WHERE record_id = ANY(%(ids)s)", params)
             conn.execute(
-                """UPDATE records SET text = '', text_hash = '\\x'::bytea, author = NULL,
-                       tags = '{}', source = NULL, thread = NULL, metadata = NULL,
+                """UPDATE records SET text = '', terms = '', text_hash = '\\x'::bytea,
+                       author = NULL, tags = '{}', source = NULL, thread = NULL, metadata = NULL,
                        state = 'archived',
                        embedding = array_fill(0, ARRAY[vector_dims(embedding)])::vector
                    WHERE scope = %(scope)s AND id = ANY(%(ids)s)""",

@@ -1,14 +1,17 @@
 """The PostgreSQL engine's retrieval legs: lexical (BM25 from the in-RAM replica of
-``mempp.store.postgres.bm25``, or ``ts_rank_cd``), dated spans, thread followers, recency keys
+``mempp.store.postgres.bm25``, or ``ts_rank_cd``; query words analysed as SQLite's FTS5 reads
+them, ``mempp.index.analysis``), dated spans, thread followers, recency keys
 and the latest unmatched rows; the tag leg is in ``tags``, the vector leg in ``nearest``."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Collection, Sequence
 
 import numpy as np
 
 from mempp.filters import NO_FILTERS, Filters
+from mempp.index.analysis import analyze
 from mempp.search.query import LexicalQuery, storable_query
 from mempp.store.base import followers_in_order
 from mempp.store.filter_sql import filter_condition
@@ -16,11 +19,66 @@ from mempp.store.postgres.bm25 import Postings, ScopeReplica
 from mempp.store.postgres.nearest import _NearestMixin
 from mempp.store.postgres.tags import _TagLegMixin
 
-# Lexemes per round trip when a BM25 replica reads postings.
+# Terms per round trip when a BM25 replica reads postings.
 _POSTINGS_CHUNK = 2000
-# Stands for the one position of a lexeme stored without positions: above PostgreSQL's
-# highest (16,383) and one past it, so never next to a position of another word.
-_NO_POSITION = 16385
+# PostgreSQL's longest lexeme, in bytes.
+_LEXEME_MAX_BYTES = 2047
+# Query words whose tokens are remembered; the cache is emptied when it is full.
+_QUERY_CACHE = 50_000
+_query_cache: dict[str, tuple[str, ...]] = {}
+
+
+def _query_tokens(items: Sequence[str]) -> dict[str, tuple[str, ...]]:
+    """The tokens of each query term or phrase by the analysis both engines share (FTS5's,
+    ``mempp.index.analysis``), cached across searches."""
+    cache = _query_cache
+    # Read the cache once: another thread may clear it at any moment.
+    found = {item: cache.get(item) for item in dict.fromkeys(items)}
+    missing = [item for item, tokens in found.items() if tokens is None]
+    if missing:
+        fetched = {item: tuple(t) for item, t in zip(missing, analyze(missing), strict=True)}
+        if len(cache) > _QUERY_CACHE:  # bounded; a dict clear is atomic
+            cache.clear()
+        cache.update(fetched)
+        found.update(fetched)
+    return {item: tokens or () for item, tokens in found.items()}
+
+
+def _first_per_key(items: Sequence[str], keys: Sequence[tuple[str, ...]]) -> tuple[str, ...]:
+    """The first of ``items`` with each key, in order (SQLite keeps one term per stem so)."""
+    seen: set[tuple[str, ...]] = set()
+    kept = []
+    for item, key in zip(items, keys, strict=True):
+        if key not in seen:
+            seen.add(key)
+            kept.append(item)
+    return tuple(kept)
+
+
+def _fts_phrases(query: LexicalQuery) -> tuple[bool, list[tuple[str, ...]]] | None:
+    """Whether the query is conjunctive, and its FTS5 phrases, each the tokens the shared
+    analysis gives it, as SQLite's FTS5 reads its MATCH expression: every term, and every
+    phrase in disjunctive mode, is one phrase. None when nothing can match."""
+    query = storable_query(query)
+    if not query.terms:
+        return None
+    conjunctive = query.mode == "conjunctive"
+    phrases = () if conjunctive else query.phrases
+    tokens = _query_tokens([*query.terms, *phrases])
+    terms = query.terms
+    if query.unique_stems:  # the first term (and phrase) of each token sequence
+        terms = _first_per_key(terms, [tokens[t] for t in terms])
+        phrases = _first_per_key(phrases, [tokens[p] for p in phrases])
+    sequences = [tokens[item] for item in (*terms, *phrases)]
+    if conjunctive and any(not found for found in sequences):
+        return None  # FTS5: a phrase with no token matches no row
+    sequences = [found for found in sequences if found]
+    return (conjunctive, sequences) if sequences else None
+
+
+def _tsquery(tokens: Sequence[str]) -> str:
+    """A ``tsquery`` of one FTS5 phrase: its tokens as quoted lexemes, in turn (``<->``)."""
+    return " <-> ".join("'" + t.replace("\\", "\\\\").replace("'", "''") + "'" for t in tokens)
 
 
 class _LegsMixin(_TagLegMixin, _NearestMixin):
@@ -43,73 +101,63 @@ class _LegsMixin(_TagLegMixin, _NearestMixin):
         *,
         filters: Filters = NO_FILTERS,
     ) -> list[int]:
-        query = storable_query(query)
-        terms = list(query.terms)
-        phrases = list(query.phrases) if query.mode == "disjunctive" else []
-        if not terms or limit <= 0:
+        prepared = None if limit <= 0 else _fts_phrases(query)
+        if prepared is None:
             return []
+        conjunctive, sequences = prepared
         if query.ranking == "bm25":
-            return self._lexical_bm25(scope, query, terms, phrases, as_of, limit, filters)
-        # ``query.unique_stems`` needs nothing here: ts_rank_cd already counts a lexeme the
-        # query repeats once (tested in the conformance suite).
-        sql = self._psycopg.sql
-        joiner = sql.SQL(" && " if query.mode == "conjunctive" else " || ")
-        # The SQL text depends only on the counts; every term is a bound parameter.
-        tsquery = joiner.join(
-            [
-                *(
-                    sql.SQL("plainto_tsquery('english', {})").format(sql.Placeholder(f"t{i}"))
-                    for i in range(len(terms))
-                ),
-                *(
-                    sql.SQL("phraseto_tsquery('english', {})").format(sql.Placeholder(f"p{i}"))
-                    for i in range(len(phrases))
-                ),
-            ]
-        )
+            return self._lexical_bm25(scope, sequences, conjunctive, as_of, limit, filters)
+        # (``query.unique_stems`` changes nothing here: ts_rank_cd counts a lexeme the query
+        # repeats once.) A tsvector holds no lexeme over 2,047 bytes (nor does a tsquery):
+        # such a token is found by no row's tsvector.
+        held = [all(len(t.encode()) <= _LEXEME_MAX_BYTES for t in found) for found in sequences]
+        if conjunctive and not all(held):
+            return []
+        sequences = [found for found, ok in zip(sequences, held, strict=True) if ok]
+        if not sequences:
+            return []
+        tsquery = (" & " if conjunctive else " | ").join(_tsquery(found) for found in sequences)
         date_condition = " AND r.event_key <= %(as_of)s" if as_of is not None else ""
         where, params = filter_condition(filters, "r", "postgres")
-        statement = sql.SQL(
-            """SELECT r.id FROM records r, (SELECT {tsquery} AS q) query
-               WHERE r.tsv @@ query.q AND r.scope = %(scope)s AND r.state = 'active'{date}
+        statement = f"""SELECT r.id FROM records r, (SELECT %(q)s::tsquery AS q) query
+               WHERE r.tsv @@ query.q AND r.scope = %(scope)s AND r.state = 'active'
+                 {date_condition}{where}
                ORDER BY ts_rank_cd(r.tsv, query.q) DESC, r.id DESC LIMIT %(limit)s"""
-        ).format(tsquery=tsquery, date=sql.SQL(date_condition + where))
-        params.update({f"t{i}": term for i, term in enumerate(terms)})
-        params.update({f"p{i}": phrase for i, phrase in enumerate(phrases)})
-        params.update(scope=scope, as_of=as_of, limit=limit)
+        params.update(q=tsquery, scope=scope, as_of=as_of, limit=limit)
         with self._connection() as conn:
             return [row[0] for row in conn.execute(statement, params)]
+
+    def bm25_scores(self, scope: str, query: LexicalQuery) -> dict[int, float]:
+        """The BM25 of every row of the scope (any state or date) the query matches, as the
+        lexical leg ranks them under ``lexical_rank="bm25"``: for diagnosis, and for the
+        conformance tests, which compare it with SQLite's FTS5 ``bm25()``."""
+        prepared = _fts_phrases(query)
+        if prepared is None:
+            return {}
+        conjunctive, sequences = prepared
+        replica = self._caught_up(scope)
+        lexemes = [found[0] for found in sequences if len(found) == 1]
+        longer = [found for found in sequences if len(found) > 1]
+        phrase_rows = self._phrase_rows(scope, replica, longer)
+        ids, scores = replica.scored(lexemes, conjunctive, phrase_rows)
+        return dict(zip(ids.tolist(), scores.tolist(), strict=True))
 
     def _lexical_bm25(
         self,
         scope: str,
-        query: LexicalQuery,
-        terms: list[str],
-        phrases: list[str],
+        sequences: list[tuple[str, ...]],
+        conjunctive: bool,
         as_of: int | None,
         limit: int,
         filters: Filters,
     ) -> list[int]:
         """BM25 over the scope's in-RAM replica (``mempp.store.postgres.bm25``); PostgreSQL
-        then keeps the active rows, asked again for more in the rare case too few are."""
-        words = self._lexemes([*terms, *(word for phrase in phrases for word in phrase.split())])
-        lexemes = [lexeme for term in terms for lexeme in words[term]]
-        if query.unique_stems:
-            lexemes = list(dict.fromkeys(lexemes))
-        if not lexemes:
-            return []
-        conjunctive = query.mode == "conjunctive"
-        pairs: dict[tuple[str, str] | str, tuple[str, str, str]] = {}
-        for phrase in phrases:
-            pair = phrase.split()
-            if len(pair) != 2:
-                continue
-            first, second = (words[word] for word in pair)
-            if len(first) == 1 and len(second) == 1:  # a stop word has no lexeme
-                key = (first[0], second[0]) if query.unique_stems else phrase
-                pairs.setdefault(key, (phrase, first[0], second[0]))
+        then keeps the active rows, asked again for more in the rare case too few are.
+        ``sequences``: the query's FTS5 phrases, each its tokens; one token is a term."""
+        lexemes = [found[0] for found in sequences if len(found) == 1]
+        longer = [found for found in sequences if len(found) > 1]
         replica = self._caught_up(scope)
-        phrase_rows = self._phrase_rows(scope, replica, list(pairs.values()))
+        phrase_rows = self._phrase_rows(scope, replica, longer)
         return self._kept_in_order(
             scope,
             lambda n: replica.ranked(lexemes, conjunctive, as_of, n, phrase_rows),
@@ -125,110 +173,86 @@ class _LegsMixin(_TagLegMixin, _NearestMixin):
         self._replicas.evict(scope, self.bm25_max_rows)
         return replica
 
-    def _lexemes(self, words: Sequence[str]) -> dict[str, tuple[str, ...]]:
-        """PostgreSQL's lexemes of each query word (none for a stop word), cached; the words
-        not yet cached cost one round trip together."""
-        cache = self._lexeme_cache
-        # Read the cache once: another thread may clear it at any moment.
-        found = {word: cache.get(word) for word in dict.fromkeys(words)}
-        missing = [word for word, lexemes in found.items() if lexemes is None]
-        if missing:
-            with self._connection() as conn:
-                rows = conn.execute(
-                    """SELECT w, tsvector_to_array(to_tsvector('english', w))
-                       FROM unnest(%s::text[]) AS w""",
-                    (missing,),
-                ).fetchall()
-            fetched = {word: tuple(lexemes) for word, lexemes in rows}
-            if len(cache) > 50_000:  # bounded; a dict clear is atomic
-                cache.clear()
-            cache.update(fetched)
-            found.update(fetched)
-        return {word: found.get(word) or () for word in words}
-
     def _rows_after(self, scope: str, after: int) -> tuple[np.ndarray, np.ndarray, Postings]:
         """Ids, event keys and postings (with positions) of the scope's rows with ids above
-        ``after``, read in one snapshot."""
+        ``after``, read in one snapshot, from each row's ``terms`` (schema 10)."""
         with self._connection() as conn:
             conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
             ids, keys = self._ids_and_keys_after(conn, scope, after)
             if len(ids) == 0:
                 return ids, keys, {}
-            # Each lexeme's ids and frequencies as text parsed by numpy, streamed from a
-            # server-side cursor: a list of Python ints per posting, fetched all at once,
-            # cost ten times the replica's own arrays at its peak.
+            # Each term's ids, frequencies and positions as text parsed by numpy, streamed
+            # from a server-side cursor: a list of Python ints per posting, fetched all at
+            # once, cost ten times the replica's own arrays at its peak.
             postings: Postings = {}
             with conn.cursor(name="mempp_bm25_postings") as cursor:
                 cursor.itersize = _POSTINGS_CHUNK
-                # A lexeme without positions (a stripped tsvector; the generated column
-                # always has them) counts once, at a position no phrase can reach.
                 cursor.execute(
-                    f"""SELECT u.lexeme, string_agg(r.id::text, ' ' ORDER BY r.id),
-                              string_agg(coalesce(cardinality(u.positions), 1)::text, ' '
-                                         ORDER BY r.id),
-                              string_agg(coalesce(array_to_string(u.positions, ' '),
-                                                  '{_NO_POSITION}'), ' ' ORDER BY r.id)
-                       FROM records r, unnest(r.tsv) u
-                       WHERE r.scope = %s AND r.id > %s
-                       GROUP BY u.lexeme""",
+                    """SELECT p.term, string_agg(p.id::text, ' ' ORDER BY p.id),
+                              string_agg(p.tf::text, ' ' ORDER BY p.id),
+                              string_agg(p.positions, ' ' ORDER BY p.id)
+                       FROM (SELECT r.id, u.term, count(*) AS tf,
+                                    string_agg(u.n::text, ' ' ORDER BY u.n) AS positions
+                             FROM records r,
+                                  unnest(string_to_array(r.terms, ' '))
+                                      WITH ORDINALITY AS u(term, n)
+                             WHERE r.scope = %s AND r.id > %s
+                             GROUP BY r.id, u.term) p
+                       GROUP BY p.term""",
                     (scope, after),
                 )
-                for lexeme, row_ids, tf, positions in cursor:
-                    postings[lexeme] = (
+                for term, row_ids, tf, positions in cursor:
+                    postings[term] = (
                         np.fromstring(row_ids, dtype=np.int64, sep=" "),
                         np.fromstring(tf, dtype=np.float64, sep=" "),
-                        np.fromstring(positions, dtype=np.int16, sep=" "),
+                        np.fromstring(positions, dtype=np.int32, sep=" "),
                     )
         return ids, keys, postings
 
     def _phrase_rows(
-        self, scope: str, replica: ScopeReplica, phrases: list[tuple[str, str, str]]
+        self, scope: str, replica: ScopeReplica, phrases: list[tuple[str, ...]]
     ) -> list[tuple[np.ndarray, np.ndarray]]:
-        """Per (phrase, first lexeme, second lexeme) found: the ids of the scope's rows where
-        the two words stand side by side, and how often they do, from the replica's
-        positions (``benchmarks/bench_read_path.py`` swaps in ``_phrase_rows_sql``)."""
-        return replica.phrase_rows([(first, second) for _, first, second in phrases])
+        """Per phrase (its tokens): the ids of the scope's rows where the tokens stand in
+        turn, and how often they do, from the replica's positions
+        (``benchmarks/bench_read_path.py`` swaps in ``_phrase_rows_sql``)."""
+        return replica.phrase_rows(phrases)
 
     def _phrase_rows_sql(
-        self, scope: str, phrases: list[tuple[str, str, str]], newest: int
+        self, scope: str, phrases: list[tuple[str, ...]], newest: int
     ) -> list[tuple[np.ndarray, np.ndarray]]:
-        """Per (phrase, first lexeme, second lexeme): the ids of the scope's rows up to
-        ``newest`` where the two words stand side by side, and how often they do, in SQL, as
-        the lexical leg found them before the replica held positions: the reference
-        ``ScopeReplica.phrase_rows`` is tested against (``tests/test_pg_phrases.py``) and
-        measured against (``benchmarks/bench_read_path.py``)."""
+        """The same as ``_phrase_rows`` for the rows up to ``newest``, in SQL from the rows'
+        ``terms`` (the GIN index finds the rows holding every token of a phrase): the
+        reference ``ScopeReplica.phrase_rows`` is tested against (``tests/test_pg_phrases.py``)
+        and measured against (``benchmarks/bench_read_path.py``)."""
         if not phrases:
             return []
         with self._connection() as conn:
+            # An occurrence is a place in " terms " where the tokens stand between spaces;
+            # the lookahead matches nothing, so overlapping ones ("great great" in "great
+            # great great") count apart, as FTS5 counts them.
             rows = conn.execute(
-                """SELECT p.n, r.id,
-                          (SELECT u.positions FROM unnest(r.tsv) u WHERE u.lexeme = p.a),
-                          (SELECT u.positions FROM unnest(r.tsv) u WHERE u.lexeme = p.b)
-                   FROM unnest(%s::text[], %s::text[], %s::text[]) WITH ORDINALITY
-                        AS p(phrase, a, b, n)
+                """SELECT p.n, r.id, c.occurrences
+                   FROM unnest(%s::text[], %s::text[]) WITH ORDINALITY AS p(pattern, q, n)
                    JOIN LATERAL (
-                       SELECT id, tsv FROM records
-                       WHERE scope = %s AND id <= %s
-                         AND tsv @@ phraseto_tsquery('english', p.phrase)) r ON true""",
+                       SELECT id, terms FROM records
+                       WHERE scope = %s AND id <= %s AND tsv @@ p.q::tsquery) r ON true
+                   CROSS JOIN LATERAL (
+                       SELECT count(*) AS occurrences
+                       FROM regexp_matches(' ' || r.terms || ' ', p.pattern, 'g')) c
+                   WHERE c.occurrences > 0""",
                 (
-                    [phrase for phrase, _, _ in phrases],
-                    [a for _, a, _ in phrases],
-                    [b for _, _, b in phrases],
+                    ["(?= " + " ".join(re.escape(t) for t in found) + " )" for found in phrases],
+                    [" & ".join(_tsquery((token,)) for token in found) for found in phrases],
                     scope,
                     newest,
                 ),
             ).fetchall()
         found: list[tuple[list[int], list[float]]] = [([], []) for _ in phrases]
-        for n, record_id, first, second in rows:
-            follows = {p - 1 for p in second or ()}
-            # PostgreSQL keeps at most 255 positions a lexeme; it matched, so at least once.
-            occurrences = max(1, sum(1 for p in first or () if p in follows))
+        for n, record_id, occurrences in rows:
             found[n - 1][0].append(record_id)
             found[n - 1][1].append(float(occurrences))
         return [
-            (np.asarray(ids, dtype=np.int64), np.asarray(tf, dtype=np.float64))
-            for ids, tf in found
-            if ids
+            (np.asarray(ids, dtype=np.int64), np.asarray(tf, dtype=np.float64)) for ids, tf in found
         ]
 
     def dated_within(

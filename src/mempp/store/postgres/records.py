@@ -14,6 +14,7 @@ import numpy as np
 from mempp.dates import now_key
 from mempp.encoders import mismatch
 from mempp.errors import StoreError
+from mempp.index.analysis import terms_of
 from mempp.records import AddResult, Document, Record, State, text_hash
 from mempp.store.base import STATE_COUNT_KEYS, dedupe_date
 from mempp.store.base import UNDATED_DEDUPE_KEY as UNDATED
@@ -50,10 +51,10 @@ def _as_float32(value: Any) -> np.ndarray:
 _INSERT = f"""
 WITH new AS (
     INSERT INTO records (scope, text, text_hash, author, event_date, event_key, tags, source,
-                         ingested_at, ingested_key, embedding, thread, metadata)
+                         ingested_at, ingested_key, embedding, thread, metadata, terms)
     SELECT %(scope)s, %(text)s, %(hash)s, %(author)s, %(event_date)s, %(event_key)s,
            %(tags)s::text[], %(source)s, %(ingested_at)s, %(ingested_key)s, %(embedding)s,
-           %(thread)s, %(metadata)s::jsonb
+           %(thread)s, %(metadata)s::jsonb, %(terms)s
     WHERE NOT EXISTS (
         SELECT 1 FROM records
         WHERE scope = %(scope)s AND coalesce(author, '') = %(author_key)s
@@ -77,8 +78,10 @@ def _row_params(
     labels: Collection[str],
     ingested_at: datetime,
     ingested_key: int,
+    terms: str,
 ) -> dict[str, Any]:
-    """Parameters of ``_INSERT`` for one document: the one insert path for every row."""
+    """Parameters of ``_INSERT`` for one document (``terms``: its text's, from
+    ``mempp.index.analysis.terms_of``): the one insert path for every row."""
     return {
         "scope": scope,
         "text": doc.text,
@@ -96,6 +99,7 @@ def _row_params(
         "thread": doc.thread,
         "metadata": doc.metadata,
         "labels": sorted(labels),
+        "terms": terms,
     }
 
 
@@ -223,8 +227,10 @@ class _RecordsMixin(_PostgresBase):
                 self._lock_scope(conn, scope)
                 return insert_by_copy(conn, scope, docs, vectors, ingested_at, ingested_key)
         params = [
-            _row_params(scope, doc, vector, doc.tag_labels(), ingested_at, ingested_key)
-            for doc, vector in zip(docs, vectors, strict=True)
+            _row_params(scope, doc, vector, doc.tag_labels(), ingested_at, ingested_key, terms)
+            for doc, vector, terms in zip(
+                docs, vectors, terms_of([doc.text for doc in docs]), strict=True
+            )
         ]
         stored: list[int | None] = []
         with self._connection() as conn:

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 from mempp.errors import StoreError, StoreUnavailable
 from mempp.store.base import UNDATED_DEDUPE_KEY as UNDATED_KEY
 from mempp.store.migrations import Migration, newest, pending
+from mempp.store.postgres.analysis_schema import ANALYSIS_MIGRATION
 from mempp.store.postgres.bm25 import ScopeReplica
 from mempp.store.postgres.connect import (
     CONNECT_TIMEOUT_S,
@@ -40,6 +41,11 @@ if TYPE_CHECKING:
     import psycopg_pool
 
 T = TypeVar("T")
+
+# While one search's legs run (``gather``): each scope's erasure count, read once for them all.
+_SEARCH_ERASURES: contextvars.ContextVar[tuple[threading.Lock, dict[str, int]] | None] = (
+    contextvars.ContextVar("mempp_search_erasures", default=None)
+)
 
 # Advisory-lock key space: (class, key) pairs of int4. The class spells "memp" so other
 # applications sharing the database are unlikely to collide with it.
@@ -408,6 +414,7 @@ MIGRATIONS: tuple[Migration, ...] = (
         ),
     ),
     REEMBED_MIGRATION,
+    ANALYSIS_MIGRATION,
 )
 
 
@@ -490,7 +497,6 @@ class _PostgresBase:
         self._replicas = ScopeCache(ScopeReplica)
         self._tag_replicas = ScopeCache(ScopeTags)
         self._vector_replicas = ScopeCache(ScopeVectors)
-        self._lexeme_cache: dict[str, tuple[str, ...]] = {}
 
     # -- plumbing ---------------------------------------------------------------------
     def _connect_kwargs(self, url: str) -> dict[str, Any]:
@@ -590,7 +596,19 @@ class _PostgresBase:
 
     def _erasures(self, scope: str) -> int:
         """How many of the scope's rows were ever erased (by any node): a replica read at
-        another count is stale. One probe of the redactions' primary key."""
+        another count is stale. Inside ``gather`` (one search's legs) it is read once for
+        all the legs of the scope, not once per leg."""
+        shared = _SEARCH_ERASURES.get()
+        if shared is None:
+            return self._read_erasures(scope)
+        lock, counts = shared
+        with lock:  # the first leg reads it; the others, beside it, wait for its answer
+            if scope not in counts:
+                counts[scope] = self._read_erasures(scope)
+            return counts[scope]
+
+    def _read_erasures(self, scope: str) -> int:
+        """The erasure count: one probe of the redactions' primary key."""
         with self._connection() as conn:
             return int(
                 conn.execute(
@@ -633,9 +651,12 @@ class _PostgresBase:
                     "upgrade mempp to open it"
                 )
             for migration in pending(MIGRATIONS, applied):
-                for statement in migration.statements:
+                for step in migration.steps(conn):
                     try:
-                        conn.execute(statement)
+                        if callable(step):
+                            step()
+                        else:
+                            conn.execute(step)
                     except (
                         psycopg.errors.FeatureNotSupported,
                         psycopg.errors.UndefinedFile,
@@ -682,6 +703,13 @@ class _PostgresBase:
         # search at once (on as many cores as it has) instead of one after another. When
         # other searches hold the spare connections, the rest run in turn in this thread:
         # under load, parallel legs would only queue for connections.
+        token = _SEARCH_ERASURES.set((threading.Lock(), {}))
+        try:
+            return self._gathered(calls)
+        finally:
+            _SEARCH_ERASURES.reset(token)
+
+    def _gathered(self, calls: Sequence[Callable[[], T]]) -> list[T]:
         if len(calls) < 2:
             return [call() for call in calls]
         with self._readers_lock:

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from mempp.errors import EncoderMismatch, InvalidInput
+from mempp.index.analysis import terms_of
 from mempp.records import text_hash
 from mempp.store.postgres.bulk import HNSW_INDEX, hnsw_index_sql, hnsw_state
 from mempp.store.postgres.records import _as_float32, _RecordsMixin
@@ -274,10 +275,10 @@ class _SnapshotMixin(_RecordsMixin):
             out.execute(
                 """INSERT INTO records (id, scope, text, text_hash, author, event_date,
                        event_key, tags, source, ingested_at, ingested_key, state, embedding,
-                       thread, metadata)
+                       thread, metadata, terms)
                    OVERRIDING SYSTEM VALUE
                    VALUES (%s, %s, %s, %s, %s, %s, %s, %s::text[], %s, %s::timestamptz, %s, %s,
-                           %s, %s, %s)""",
+                           %s, %s, %s, %s)""",
                 (
                     f["id"],
                     f["scope"],
@@ -294,6 +295,8 @@ class _SnapshotMixin(_RecordsMixin):
                     np.asarray(f["vector"], dtype=np.float32),
                     f["thread"],
                     None if f["metadata"] is None else jsonb(f["metadata"]),
+                    # Analysed here, as every write path does: a snapshot carries no terms.
+                    terms_of([f["text"]])[0],
                 ),
             )
             if f["labels"]:

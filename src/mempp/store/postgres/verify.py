@@ -1,12 +1,16 @@
 """``verify`` for the PostgreSQL engine: a vector of the bound size, not zeroed, for every
 record that is not a tombstone, every text against its stored hash (the full-text vector is a
 column generated from the text, so a text rewritten with the triggers off is found by its
-hash, not by the index), each row's full-text vector as today's tokenizer gives it, the
-append-only triggers. (Page-level integrity
+hash, not by the index), each row's terms as today's analysis of its text gives them
+(``mempp.index.analysis``) and its full-text vector as its terms give it, the append-only
+triggers. (Page-level integrity
 is PostgreSQL's own: data checksums and the ``amcheck`` extension.)"""
 
 from __future__ import annotations
 
+from typing import Any
+
+from mempp.index.analysis import terms_of
 from mempp.store.postgres.schema import _PostgresBase
 from mempp.store.verify import (
     POSTGRES_TRIGGERS,
@@ -16,6 +20,9 @@ from mempp.store.verify import (
     triggers_check,
     vectors_check,
 )
+
+# Rows whose analysis is checked per round.
+_VERIFY_ROWS = 2000
 
 
 class _VerifyMixin(_PostgresBase):
@@ -65,16 +72,7 @@ class _VerifyMixin(_PostgresBase):
                 checks.append(reembed_check(target, staged, total, wrong))
             else:
                 checks.append(reembed_check(None, 0, 0, 0))
-            stale = conn.execute(
-                "SELECT count(*) FROM records WHERE tsv IS DISTINCT FROM mempp_tsvector(text)"
-            ).fetchone()[0]
-            checks.append(
-                Check(
-                    "full-text index",
-                    stale == 0,
-                    f"{stale} rows' tsvector differs from their text" if stale else "matches",
-                )
-            )
+            checks.append(self._full_text_check(conn))
             present = {
                 row[0]
                 for row in conn.execute(
@@ -84,3 +82,42 @@ class _VerifyMixin(_PostgresBase):
             }
         checks.append(triggers_check(present, POSTGRES_TRIGGERS))
         return checks
+
+    @staticmethod
+    def _full_text_check(conn: Any) -> Check:
+        """Every row's terms are its text's by today's analysis (``mempp.index.analysis``),
+        read in rounds along the primary key, and its tsvector is the one its terms give."""
+        differ: list[int] = []
+        after: tuple[str, int] | None = None
+        while True:
+            rows = conn.execute(
+                """SELECT scope, id, text, terms FROM records
+                   WHERE %(first)s OR (scope, id) > (%(scope)s, %(id)s)
+                   ORDER BY scope, id LIMIT %(limit)s""",
+                {
+                    "first": after is None,
+                    "scope": "" if after is None else after[0],
+                    "id": 0 if after is None else after[1],
+                    "limit": _VERIFY_ROWS,
+                },
+            ).fetchall()
+            if not rows:
+                break
+            expected = terms_of([row[2] for row in rows])
+            differ += [row[1] for row, terms in zip(rows, expected, strict=True) if row[3] != terms]
+            after = (rows[-1][0], rows[-1][1])
+        stale = conn.execute(
+            "SELECT count(*) FROM records WHERE tsv IS DISTINCT FROM mempp_terms_tsvector(terms)"
+        ).fetchone()[0]
+        if differ:
+            shown = ", ".join(str(i) for i in sorted(differ)[:10])
+            return Check(
+                "full-text index",
+                False,
+                f"{len(differ)} rows' terms differ from their text's (ids {shown})",
+            )
+        if stale:
+            return Check(
+                "full-text index", False, f"{stale} rows' tsvector differs from their terms"
+            )
+        return Check("full-text index", True, "matches")

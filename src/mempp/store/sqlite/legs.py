@@ -100,6 +100,25 @@ class _LegsMixin(_ReplicasMixin):
             ).fetchall()
         return [row[0] for row in rows]
 
+    def bm25_scores(self, scope: str, query: LexicalQuery) -> dict[int, float]:
+        """FTS5's ``bm25()`` (negated: higher is better) of every row of the scope (any state
+        or date) the query matches, as the lexical leg ranks them: for diagnosis, and for
+        the conformance tests, which compare PostgreSQL's with it."""
+        query = storable_query(query)
+        if query.unique_stems:
+            query = self._one_term_per_stem(query)
+        expression = fts_match_expression(query)
+        if expression is None:
+            return {}
+        with self._lock:
+            rows = self._conn.execute(
+                """SELECT r.id, -bm25(records_fts) FROM records_fts
+                   JOIN records r ON r.id = records_fts.rowid
+                   WHERE records_fts MATCH ? AND r.scope = ?""",
+                (expression, scope),
+            ).fetchall()
+        return {row: score for row, score in rows}
+
     def _one_term_per_stem(self, query: LexicalQuery) -> LexicalQuery:
         """Keep the first term (and phrase) of each distinct FTS5 token sequence."""
         with self._lock:

@@ -22,6 +22,7 @@ import numpy as np
 
 from mempp.errors import StoreError
 from mempp.filters import Filters
+from mempp.index.analysis import FTS_TOKENIZE
 from mempp.index.bm25 import Bm25Index
 from mempp.index.tags import TagPostings
 from mempp.index.vectors import ExactVectorIndex
@@ -33,7 +34,6 @@ from mempp.store.sqlite.exact_file import ExactFile
 T = TypeVar("T")
 
 BUSY_TIMEOUT_S = 60.0
-FTS_TOKENIZE = "porter unicode61 remove_diacritics 2"
 # Below this many records FTS5 ranks an OR query in a few ms; above it, the exact in-RAM
 # replica of its bm25() (mempp.index.bm25) is built in the background and used once ready.
 BM25_RAM_MIN_ROWS = 20_000
@@ -517,8 +517,11 @@ class _SQLiteBase:
                     "upgrade mempp to open it"
                 )
             for migration in pending(MIGRATIONS, applied):
-                for statement in migration.statements:
-                    conn.execute(statement)
+                for step in migration.steps(conn):
+                    if callable(step):
+                        step()
+                    else:
+                        conn.execute(step)
                 conn.execute(
                     "INSERT INTO mempp_migrations (version, name, applied_at) VALUES (?, ?, ?)",
                     (migration.version, migration.name, datetime.now(UTC).isoformat()),
