@@ -54,7 +54,9 @@ START = time.perf_counter()  # before mempp is imported: a cold start includes t
 
 import numpy as np  # noqa: E402
 
-DIM = 384
+# The encoders a store can be built for: the stored name and width of its vectors. Documents
+# get random vectors of that width under that name; questions are encoded by the real model.
+ENCODERS = {"minilm": ("all-MiniLM-L6-v2/256", 384), "mpnet": ("all-mpnet-base-v2/384", 768)}
 SPAN_DAYS = 3 * 365
 FIRST_DAY = date(2022, 1, 1)
 CHUNK = 10_000
@@ -91,9 +93,10 @@ def zipf(n: int, exponent: float) -> np.ndarray:
 class Corpus:
     """The deterministic word lists, authors and tags shared by documents and questions."""
 
-    def __init__(self, seed: int) -> None:
+    def __init__(self, seed: int, dim: int = 384) -> None:
         rng = np.random.default_rng(seed)
         self.seed = seed
+        self.dim = dim
         self.words = vocabulary(30_000, rng)
         self.word_p = zipf(len(self.words), 1.07)
         names = vocabulary(len(self.words) + 250, rng)[len(self.words) :]
@@ -114,7 +117,7 @@ class Corpus:
             authors = rng.choice(len(self.authors), size=count, p=self.author_p)
             days = rng.integers(0, SPAN_DAYS, count)
             undated = rng.random(count) < 0.02
-            vectors = rng.standard_normal((count, DIM), dtype=np.float32)
+            vectors = rng.standard_normal((count, self.dim), dtype=np.float32)
             vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
             docs: list[dict[str, object]] = []
             offset = 0
@@ -154,27 +157,60 @@ class Corpus:
 # -- building a store -----------------------------------------------------------------------
 class StandInEncoder:
     """Documents get the corpus's vectors (handed in per chunk); named like the real model so
-    that questions can be encoded by all-MiniLM-L6-v2 against the same store."""
+    that questions can be encoded by the real model against the same store."""
 
-    def __init__(self, name: str) -> None:
-        self.name = name
-        self.dim = DIM
+    def __init__(self, encoder: str) -> None:
+        self.name, self.dim = ENCODERS[encoder]
         self.pending: dict[str, np.ndarray] = {}
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
-        return np.stack([self.pending.pop(t) for t in texts]) if texts else np.empty((0, DIM))
+        return np.stack([self.pending.pop(t) for t in texts]) if texts else np.empty((0, self.dim))
 
 
-def store_path(cache: Path, size: int, seed: int) -> Path:
-    return cache / f"scale-{size}-s{seed}.db"
+class DrawingEncoder:
+    """A stand-in for re-encoding a store (``Memory.reembed``): each text's vector is a random
+    unit vector of the encoder's width, drawn from a generator seeded by the text's number
+    (every corpus text starts with it), so a run stopped and resumed draws the same ones."""
+
+    def __init__(self, encoder: str, seed: int) -> None:
+        self.name, self.dim = ENCODERS[encoder]
+        self.seed = seed
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        out = np.empty((len(texts), self.dim), dtype=np.float32)
+        for row, text in enumerate(texts):
+            number = int(text.split(" ", 1)[0])
+            out[row] = np.random.default_rng([self.seed, number, self.dim]).standard_normal(
+                self.dim, dtype=np.float32
+            )
+        out /= np.linalg.norm(out, axis=1, keepdims=True)
+        return out
 
 
-def build(cache: Path, size: int, seed: int, batch: int) -> dict[str, float]:
-    """The cached store of ``size`` records (built now if missing), and its build figures."""
+def store_path(cache: Path, size: int, seed: int, encoder: str = "minilm") -> Path:
+    return cache / f"scale-{size}-s{seed}{'' if encoder == 'minilm' else '-' + encoder}.db"
+
+
+def real_encoder(encoder: str) -> object:
+    """The real model whose vectors the stand-in's are named after (its weights loaded)."""
+    from mempp.encoders import embedder_named
+
+    model = embedder_named(encoder)
+    if (model.name, model.dim) != ENCODERS[encoder]:
+        sys.exit(f"{encoder} is {model.name} ({model.dim}-d) now: update ENCODERS")
+    return model
+
+
+def build(
+    cache: Path, size: int, seed: int, batch: int, encoder: str, reembed: bool = False
+) -> dict[str, float]:
+    """The cached store of ``size`` records (built now if missing), and its build figures.
+    With ``reembed``, a store of another width is the cached MiniLM one of the same size and
+    seed (built first if missing) re-encoded by ``Memory.reembed`` with random vectors of
+    this width: the same records, a fraction of the time of adding them again."""
     from mempp import Memory
-    from mempp.encoders.minilm import MiniLMEmbedder
 
-    path = store_path(cache, size, seed)
+    path = store_path(cache, size, seed, encoder)
     meta = path.with_suffix(".json")
     if path.exists() and meta.exists():
         return json.loads(meta.read_text())
@@ -182,13 +218,27 @@ def build(cache: Path, size: int, seed: int, batch: int) -> dict[str, float]:
     partial = path.with_suffix(".partial")
     for leftover in cache.glob(partial.name + "*"):
         leftover.unlink()
-    encoder = StandInEncoder(MiniLMEmbedder().name)
-    corpus = Corpus(seed)
+    if reembed and encoder != "minilm":
+        figures = dict(build(cache, size, seed, batch, "minilm"))
+        shutil.copyfile(store_path(cache, size, seed), partial)
+        started = time.perf_counter()
+        with Memory(partial, embedder=DrawingEncoder("minilm", seed)) as memory:
+            memory.reembed(
+                DrawingEncoder(encoder, seed),
+                batch=2000,
+                progress=lambda done, total: print(
+                    f"  re-encoded {done:,} / {total:,}", file=sys.stderr, flush=True
+                ),
+            )
+        figures["reembed s"] = time.perf_counter() - started
+        return finished(partial, path, meta, figures)
+    stand_in = StandInEncoder(encoder)
+    corpus = Corpus(seed, stand_in.dim)
     store_seconds = 0.0
     started = time.perf_counter()
-    with Memory(partial, embedder=encoder) as memory:
+    with Memory(partial, embedder=stand_in) as memory:
         for docs, vectors in corpus.documents(size):
-            encoder.pending = {str(d["text"]): v for d, v in zip(docs, vectors, strict=True)}
+            stand_in.pending = {str(d["text"]): v for d, v in zip(docs, vectors, strict=True)}
             begun = time.perf_counter()
             memory.add_many(docs, batch_size=batch)
             store_seconds += time.perf_counter() - begun
@@ -198,6 +248,11 @@ def build(cache: Path, size: int, seed: int, batch: int) -> dict[str, float]:
         "ingest docs/s (store only)": size / store_seconds,
         "build s": time.perf_counter() - started,
     }
+    return finished(partial, path, meta, figures)
+
+
+def finished(partial: Path, path: Path, meta: Path, figures: dict[str, float]) -> dict[str, float]:
+    """The store built at ``partial`` moved to ``path``, its figures written to ``meta``."""
     for suffix in ("-wal", "-shm"):
         Path(str(partial) + suffix).unlink(missing_ok=True)
     partial.rename(path)
@@ -205,26 +260,25 @@ def build(cache: Path, size: int, seed: int, batch: int) -> dict[str, float]:
     return figures
 
 
-def probe_ingest(path: Path, seed: int, count: int, batch: int) -> dict[str, float]:
+def probe_ingest(path: Path, seed: int, count: int, batch: int, encoder: str) -> dict[str, float]:
     """The store's share of ingest at this size: ``count`` new documents added to a copy of
-    the store (stand-in encoder: store time only), beside the time all-MiniLM-L6-v2 takes to
+    the store (stand-in encoder: store time only), beside the time the real encoder takes to
     encode the same texts. The copy is deleted afterwards."""
     from mempp import Memory
-    from mempp.encoders.minilm import MiniLMEmbedder
 
     copy = path.with_name(f"{path.stem}-probe.db")
     shutil.copyfile(path, copy)
     try:
-        encoder = StandInEncoder(MiniLMEmbedder().name)
+        stand_in = StandInEncoder(encoder)
         texts: list[str] = []
         store_seconds = 0.0
-        with Memory(copy, embedder=encoder) as memory:
-            for docs, vectors in Corpus(seed).documents(count, first=10**9):
-                encoder.pending = {str(d["text"]): v for d, v in zip(docs, vectors, strict=True)}
+        with Memory(copy, embedder=stand_in) as memory:
+            for docs, vectors in Corpus(seed, stand_in.dim).documents(count, first=10**9):
+                stand_in.pending = {str(d["text"]): v for d, v in zip(docs, vectors, strict=True)}
                 seconds, _ = timed(lambda docs=docs: memory.add_many(docs, batch_size=batch))
                 store_seconds += seconds
                 texts += [str(d["text"]) for d in docs]
-        real = MiniLMEmbedder()
+        real = real_encoder(encoder)
         real.embed(texts[:8])  # weights loaded, not timed
         encoder_seconds, _ = timed(lambda: real.embed(texts))
     finally:
@@ -309,7 +363,8 @@ def floor_matrix(path: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     try:
         count = conn.execute("SELECT count(*) FROM records").fetchone()[0]
-        matrix = np.empty((count, DIM), dtype=np.float32)
+        (dim,) = conn.execute("SELECT length(embedding) / 4 FROM records LIMIT 1").fetchone()
+        matrix = np.empty((count, dim), dtype=np.float32)
         ids = np.empty(count, dtype=np.int64)
         keys = np.empty(count, dtype=np.int64)
         cursor = conn.execute("SELECT id, coalesce(event_key, ?), embedding FROM records", (2**62,))
@@ -318,7 +373,7 @@ def floor_matrix(path: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
             end = row + len(chunk)
             ids[row:end] = [c[0] for c in chunk]
             keys[row:end] = [c[1] for c in chunk]
-            matrix[row:end] = np.frombuffer(b"".join(c[2] for c in chunk), "<f4").reshape(-1, DIM)
+            matrix[row:end] = np.frombuffer(b"".join(c[2] for c in chunk), "<f4").reshape(-1, dim)
             row = end
     finally:
         conn.close()
@@ -341,14 +396,14 @@ def floor_search(
     return ids[top[order]].tolist()
 
 
-def measure_cold(path: Path, question: str) -> dict[str, float]:
+def measure_cold(path: Path, question: str, encoder_name: str) -> dict[str, float]:
     """A new process's first search, in parts: imports, the encoder's weights, then the
     search (the store's in-RAM indexes load on it)."""
     from mempp import Memory
 
     imported = time.perf_counter() - START
-    with Memory(path) as memory:
-        encoder, _ = timed(lambda: memory.embedder)
+    encoder, embedder = timed(lambda: real_encoder(encoder_name))
+    with Memory(path, embedder=embedder) as memory:  # type: ignore[arg-type]
         first, _ = timed(lambda: memory.search(question))
         return {
             "cold import s": imported,
@@ -358,14 +413,24 @@ def measure_cold(path: Path, question: str) -> dict[str, float]:
         }
 
 
-def measure_warm(path: Path) -> dict[str, float]:
-    """``warm()`` in a new process with whatever is saved beside the file (it saves what
-    is missing)."""
+def open_warmed(path: Path, encoder_name: str, **options: object) -> tuple[object, float, float]:
+    """A Memory on ``path`` with the real encoder, warmed: (it, seconds to load the encoder's
+    weights, seconds ``warm()`` then took). ``warm s`` in the figures is their sum: what
+    ``warm()`` takes when the weights are not loaded yet."""
     from mempp import Memory
 
-    with Memory(path) as memory:
-        seconds, _ = timed(memory.warm)
-    return {"warm s": seconds, "peak rss GiB": rss_gib()[1]}
+    encoder, embedder = timed(lambda: real_encoder(encoder_name))
+    memory = Memory(path, embedder=embedder, **options)  # type: ignore[arg-type]
+    store, _ = timed(memory.warm)
+    return memory, encoder, store
+
+
+def measure_warm(path: Path, encoder_name: str) -> dict[str, float]:
+    """``warm()`` in a new process with whatever is saved beside the file (it saves what
+    is missing)."""
+    memory, encoder, store = open_warmed(path, encoder_name)
+    memory.close()  # type: ignore[attr-defined]
+    return {"warm s": encoder + store, "warm store s": store, "peak rss GiB": rss_gib()[1]}
 
 
 # The store calls Memory.search makes, timed one by one inside it (see SearchParts).
@@ -420,7 +485,9 @@ class SearchParts:
         return out
 
 
-def measure(path: Path, queries: int, seed: int, filtered: int) -> dict[str, object]:
+def measure(
+    path: Path, queries: int, seed: int, filtered: int, encoder_name: str
+) -> dict[str, object]:
     from threadpoolctl import threadpool_info
 
     import mempp
@@ -437,8 +504,12 @@ def measure(path: Path, queries: int, seed: int, filtered: int) -> dict[str, obj
     # Each question is asked under every bound: the headline figures encode it every time,
     # as a first asking does (a checkout from before the held vectors has no such switch).
     held = "recent_questions" in inspect.signature(Memory).parameters
-    with Memory(path, **({"recent_questions": 0} if held else {})) as memory:
-        result["warm s"], _ = timed(memory.warm)
+    memory, encoder_seconds, store_seconds = open_warmed(
+        path, encoder_name, **({"recent_questions": 0} if held else {})
+    )
+    with memory:  # type: ignore[attr-defined]
+        result["warm s"] = encoder_seconds + store_seconds
+        result["warm store s"] = store_seconds
         result["rss after warm GiB"], result["peak rss GiB"] = rss_gib()
         store, scope, settings = memory.store, memory.scope, memory.settings
         embedder = memory.embedder
@@ -633,7 +704,20 @@ def main() -> None:
         "--cache", type=Path, default=Path(".mempp-cache/scale"), help="where the stores are kept"
     )
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument(
+        "--encoder",
+        choices=sorted(ENCODERS),
+        default="minilm",
+        help="whose vectors the store holds (their width and name) and which model encodes "
+        "the questions: minilm (384-d) or mpnet (768-d)",
+    )
     parser.add_argument("--batch", type=int, default=500, help="documents per write batch")
+    parser.add_argument(
+        "--reembed",
+        action="store_true",
+        help="build a store of another width than MiniLM's by re-encoding the cached MiniLM "
+        "store of that size (Memory.reembed, random vectors): minutes instead of an hour at 1M",
+    )
     parser.add_argument("--build-only", action="store_true", help="build the stores and stop")
     parser.add_argument(
         "--modes", nargs="+", default=["default", "one thread"], choices=["default", "one thread"]
@@ -670,28 +754,33 @@ def main() -> None:
     args = parser.parse_args()
 
     if args.child == "cold":  # the question comes from the parent: the corpus takes seconds
-        print(json.dumps(measure_cold(args.path, args.question)))
+        print(json.dumps(measure_cold(args.path, args.question, args.encoder)))
         return
     if args.child == "warm":
-        print(json.dumps(measure_warm(args.path)))
+        print(json.dumps(measure_warm(args.path, args.encoder)))
         return
     if args.child == "measure":
-        print(json.dumps(measure(args.path, args.queries, args.seed, args.filtered_queries)))
+        print(
+            json.dumps(
+                measure(args.path, args.queries, args.seed, args.filtered_queries, args.encoder)
+            )
+        )
         return
     for size in args.sizes:
-        built = build(args.cache, size, args.seed, args.batch)
+        built = build(args.cache, size, args.seed, args.batch, args.encoder, args.reembed)
         if args.build_only:
             print(f"N = {size:,}: {json.dumps(built)}")
             continue
-        path = store_path(args.cache, size, args.seed)
+        path = store_path(args.cache, size, args.seed, args.encoder)
         if args.ingest_probe:
-            probe = probe_ingest(path, args.seed, args.ingest_probe, args.batch)
+            probe = probe_ingest(path, args.seed, args.ingest_probe, args.batch, args.encoder)
             print(
                 f"N = {size:,}: ingest probe " + ", ".join(f"{k} {v:.2f}" for k, v in probe.items())
             )
             continue
         common = [
             *("--seed", str(args.seed), "--queries", str(args.queries)),
+            *("--encoder", args.encoder),
             *("--filtered-queries", str(args.filtered_queries)),
         ]
         runs = {}
