@@ -61,3 +61,53 @@ def test_truncated_damaged_or_foreign_files_are_refused(tmp_path) -> None:
             array_file.read(path)
     with pytest.raises(ValueError, match=r"missing\.arrays"):
         array_file.read(tmp_path / "missing.arrays")
+
+
+def test_a_mapped_read_gives_the_same_arrays_writable_without_touching_the_file(
+    tmp_path,
+) -> None:
+    path = tmp_path / "x.arrays"
+    arrays = _arrays()
+    array_file.write(path, {"kind": "test"}, arrays, pad_rows=7)
+    whole = path.read_bytes()
+    meta, back = array_file.read(path, mapped=True)
+    assert meta == {"kind": "test"} and list(back) == list(arrays)
+    for name, array in arrays.items():
+        got = back[name]
+        assert got.dtype == array.dtype and got.shape == (len(array) + 7, *array.shape[1:])
+        assert np.array_equal(got[: len(array)], array) and not got[len(array) :].any()
+        assert got.flags.writeable
+    back["codes"][:] = 5  # copy-on-write: the process's pages, never the file's
+    back["ids"][1003] = 9
+    assert path.read_bytes() == whole
+    assert np.array_equal(array_file.read(path)[1]["codes"][:1000], arrays["codes"])
+    # A plain read of a padded file sees the zero rows too, and the same checksums pass.
+    plain = array_file.read(path)[1]
+    assert all(np.array_equal(plain[n], array_file.read(path, mapped=True)[1][n]) for n in plain)
+    with pytest.raises(ValueError, match="pad_rows"):
+        array_file.read(path, spare=lambda rows: 1, mapped=True)
+
+
+def test_a_newer_file_renamed_over_a_mapped_one_leaves_the_map_as_it_was(tmp_path) -> None:
+    path = tmp_path / "x.arrays"
+    arrays = _arrays()
+    array_file.write(path, {"kind": "old"}, arrays)
+    _, mapped = array_file.read(path, mapped=True)
+    array_file.write(path, {"kind": "new"}, {"codes": np.ones((3, 24), dtype=np.int8)})
+    assert np.array_equal(mapped["codes"], arrays["codes"])
+    assert array_file.read(path, mapped=True)[0] == {"kind": "new"}
+
+
+def test_mapped_reads_refuse_what_plain_reads_refuse(tmp_path) -> None:
+    path = tmp_path / "x.arrays"
+    array_file.write(path, {"kind": "test"}, _arrays(), pad_rows=3)
+    whole = path.read_bytes()
+    cases = [whole[:-1], whole + b"\0", whole[:20]]
+    for at in (len(whole) - 1, len(whole) // 2):  # in the padding, in an array
+        flipped = bytearray(whole)
+        flipped[at] ^= 0x01
+        cases.append(bytes(flipped))
+    for content in cases:
+        path.write_bytes(content)
+        with pytest.raises(ValueError, match=str(path)):
+            array_file.read(path, mapped=True)

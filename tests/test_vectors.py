@@ -448,8 +448,36 @@ def test_vector_file_is_loaded_caught_up_and_follows_state_changes(
         _check_exact(other, db_path)
 
 
+def _mapped(array: np.ndarray) -> bool:
+    import mmap
+
+    while isinstance(array, np.ndarray):
+        array = array.base
+    return isinstance(array, memoryview) and isinstance(array.obj, mmap.mmap)
+
+
+def test_the_vector_file_is_mapped_and_the_catch_up_appends_into_its_zero_rows(
+    db_path, rows_from_sqlite
+) -> None:
+    with _memory(db_path) as memory:
+        _fill(memory, 300)
+        _check_exact(memory, db_path)  # loaded from SQLite, saved
+    rows_from_sqlite.clear()
+    with _memory(db_path) as memory:
+        _check_exact(memory, db_path)
+        index = memory.store._index
+        codes = index._codes
+        assert rows_from_sqlite == [] and _mapped(codes) and _mapped(index._ids)
+        assert len(codes) > len(index)  # the zero rows saved after the file's own
+        _fill(memory, 10, start=300)
+        _check_exact(memory, db_path)
+        assert rows_from_sqlite == [10] and index._codes is codes  # appended in place
+        saved = _file(db_path).read_bytes()
+    assert _file(db_path).read_bytes() == saved  # copy-on-write: the file is untouched
+
+
 def test_a_vector_file_that_is_stale_truncated_or_damaged_is_ignored_and_rewritten(
-    db_path, tmp_path, rows_from_sqlite
+    db_path, tmp_path, rows_from_sqlite, caplog
 ) -> None:
     with _memory(db_path) as memory:
         _fill(memory, 200)
@@ -474,20 +502,42 @@ def test_a_vector_file_that_is_stale_truncated_or_damaged_is_ignored_and_rewritt
         conn.close()
         other_encoder = tmp_path / "other-encoder.arrays"
         vector_file.save(other_encoder, index, ("another-encoder", 16), label, "0")
+        # The same rows at twice the width (what a file of a 768-d store would be here).
+        wider = ExactVectorIndex(32, exact_rows=lambda ids: np.zeros((len(ids), 32), np.float32))
+        arrays = index.export()
+        wider.append(
+            arrays["ids"],
+            _unit(np.random.default_rng(3).standard_normal((len(arrays["ids"]), 32))),
+            ["default"] * len(arrays["ids"]),
+            arrays["event"],
+            arrays["active"],
+        )
+        other_width = tmp_path / "other-width.arrays"
+        vector_file.save(other_width, wider, (memory.embedder.name, 32), label, "0")
     damaged = bytearray(saved)
-    damaged[-100] ^= 0x55  # a code in the last array written
-    for label, content in [
-        ("truncated", saved[: len(saved) // 2]),
-        ("damaged", bytes(damaged)),
-        ("empty", b""),
-        ("junk", b"not a vector file at all" * 100),
-        ("another database's", foreign),
-        ("another encoder's", other_encoder.read_bytes()),
+    damaged[len(saved) // 2] ^= 0x55  # a code
+    padding = bytearray(saved)
+    padding[-100] ^= 0x55  # in the zero rows after the last array: checked as well
+    for label, content, reason in [
+        ("truncated", saved[: len(saved) // 2], "truncated"),
+        ("damaged", bytes(damaged), "fails its checksum"),
+        ("damaged padding", bytes(padding), "fails its checksum"),
+        ("empty", b"", "not an array file"),
+        ("junk", b"not a vector file at all" * 100, "not an array file"),
+        ("another database's", foreign, "stale"),
+        ("another encoder's", other_encoder.read_bytes(), "encoder another-encoder (16-d)"),
+        ("another width's", other_width.read_bytes(), "(32-d), the store's are"),
     ]:
         _file(db_path).write_bytes(content)
         rows_from_sqlite.clear()
-        with _memory(db_path) as memory:
+        caplog.clear()
+        with caplog.at_level("WARNING", logger="mempp.store"), _memory(db_path) as memory:
             _check_exact(memory, db_path)
+        # Refused in one line naming the file and why, then read from SQLite and saved again.
+        (record,) = [r for r in caplog.records if r.name == "mempp.store"]
+        line = record.getMessage()
+        assert "\n" not in line and line.startswith(str(_file(db_path))), label
+        assert reason in line and "saving the file again" in line, (label, line)
         assert sum(rows_from_sqlite) == 200, label  # ignored: everything read from SQLite
         assert _file(db_path).read_bytes() != content, label  # saved again, valid
         rows_from_sqlite.clear()

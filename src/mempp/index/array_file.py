@@ -11,12 +11,21 @@ and CRC-32. ``read`` refuses (``ValueError`` naming the file) anything that does
 another magic, a header that is not this layout's, a size that is not the sum of its parts
 (a truncated file), a checksum that differs (a damaged one). Writes go to a temporary file in
 the same folder, renamed over the target, so a reader sees the old file or the new one; two
-writers never share a temporary file.
+writers never share a temporary file, and nothing ever writes into a file in place.
+
+``read(..., mapped=True)`` maps the file instead of copying it: the arrays are views of a
+private, copy-on-write map (writes to them stay in the process), so a load costs one pass
+(the checksums) and no copy, processes that map one file share its pages in the OS cache, and
+only the pages touched count in the process's resident memory. Since no writer edits a file
+in place, a map keeps seeing the file it opened, even once a newer one is renamed over it.
+``write(..., pad_rows=n)`` stores every array with ``n`` zero rows after its own: room that
+a mapped reader appends into without copying (spare rows of a plain read are allocated).
 """
 
 from __future__ import annotations
 
 import json
+import mmap
 import os
 import threading
 import zlib
@@ -34,29 +43,38 @@ _CHUNK = 16 << 20  # bytes per read or checksum step
 
 
 def write(
-    path: str | os.PathLike[str], meta: Mapping[str, Any], arrays: Mapping[str, np.ndarray]
+    path: str | os.PathLike[str],
+    meta: Mapping[str, Any],
+    arrays: Mapping[str, np.ndarray],
+    pad_rows: int = 0,
 ) -> None:
     """Write ``arrays`` (at least one dimension each; C-contiguous copies are taken where
-    needed) and ``meta`` (JSON) to ``path`` atomically. ``OSError`` if the folder refuses
-    the temporary file."""
+    needed), each followed by ``pad_rows`` zero rows that its stored shape counts, and
+    ``meta`` (JSON) to ``path`` atomically. ``OSError`` if the folder refuses the temporary
+    file."""
     target = Path(path)
     laid_out = {name: np.ascontiguousarray(array) for name, array in arrays.items()}
     if any(array.ndim == 0 or array.dtype.hasobject for array in laid_out.values()):
         raise ValueError("array_file.write: arrays of numbers with at least one dimension")
+    if pad_rows < 0:
+        raise ValueError("array_file.write: pad_rows must not be negative")
     entries = []
+    paddings = []
     offset = 0
     for name, array in laid_out.items():
         offset = -(-offset // _ALIGN) * _ALIGN
+        padding = pad_rows * array.dtype.itemsize * int(np.prod(array.shape[1:], dtype=np.int64))
+        paddings.append(padding)
         entries.append(
             {
                 "name": name,
                 "dtype": array.dtype.newbyteorder("<").str,
-                "shape": list(array.shape),
+                "shape": [array.shape[0] + pad_rows, *array.shape[1:]],
                 "offset": offset,
-                "crc32": _crc(array),
+                "crc32": _crc(array, padding),
             }
         )
-        offset += array.nbytes
+        offset += array.nbytes + padding
     header = json.dumps({"meta": dict(meta), "arrays": entries}).encode("utf-8")
     start = _data_start(len(header))
     partial = target.with_name(f"{target.name}.{os.getpid()}-{threading.get_ident()}.partial")
@@ -64,9 +82,12 @@ def write(
         with _create(partial) as out:
             out.write(MAGIC + len(header).to_bytes(8, "little") + header)
             out.write(zlib.crc32(header).to_bytes(4, "little"))
-            for entry, array in zip(entries, laid_out.values(), strict=True):
+            for entry, array, padding in zip(entries, laid_out.values(), paddings, strict=True):
                 out.seek(start + entry["offset"])
                 out.write(_bytes(array))
+                zeros = bytes(min(_CHUNK, padding))
+                for at in range(0, padding, _CHUNK):
+                    out.write(zeros[: min(_CHUNK, padding - at)])
             out.truncate(start + offset)
         keep_mode(partial, target)
         os.replace(partial, target)
@@ -76,12 +97,18 @@ def write(
 
 
 def read(
-    path: str | os.PathLike[str], spare: Callable[[int], int] | None = None
+    path: str | os.PathLike[str],
+    spare: Callable[[int], int] | None = None,
+    *,
+    mapped: bool = False,
 ) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
-    """The ``meta`` and arrays ``write`` stored, read into RAM (writable). ``spare(rows)``
-    gives an array of ``rows`` rows that many more after them (uninitialised), room to
-    append without a copy. ``ValueError`` naming the file if it is missing, truncated,
-    damaged or not this layout."""
+    """The ``meta`` and arrays ``write`` stored, writable: read into RAM, or with ``mapped``
+    views of a private map of the file (see the module's note). ``spare(rows)`` gives an
+    array of ``rows`` rows that many more after them (uninitialised), room to append without
+    a copy; not with ``mapped`` (store ``pad_rows`` instead). ``ValueError`` naming the file
+    if it is missing, truncated, damaged or not this layout."""
+    if mapped and spare is not None:
+        raise ValueError("array_file.read: spare rows are stored (pad_rows) in a mapped file")
     try:
         with open(path, "rb") as source:
             head = source.read(len(MAGIC) + 8)
@@ -99,6 +126,8 @@ def read(
             meta, entries = header["meta"], header["arrays"]
             if not isinstance(meta, dict) or not isinstance(entries, list):
                 raise ValueError("not an array file header")
+            # ACCESS_COPY: MAP_PRIVATE, writable, nothing written back.
+            view = mmap.mmap(source.fileno(), 0, access=mmap.ACCESS_COPY) if mapped else None
             arrays = {}
             end = start
             for entry in entries:
@@ -111,13 +140,17 @@ def read(
                 nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
                 if offset < end or offset + nbytes > size:
                     raise ValueError(f"array {name!r} lies outside the file (truncated?)")
-                extra = 0 if spare is None else max(0, int(spare(shape[0])))
-                buffer = np.empty((shape[0] + extra, *shape[1:]), dtype=dtype)
-                stored = buffer[: shape[0]]
-                source.seek(offset)
-                if _read_into(source, stored) != int(entry["crc32"]):
+                if view is not None:
+                    array = _view(view, dtype, shape, offset)
+                    crc = _crc(array)
+                else:
+                    extra = 0 if spare is None else max(0, int(spare(shape[0])))
+                    array = np.empty((shape[0] + extra, *shape[1:]), dtype=dtype)
+                    source.seek(offset)
+                    crc = _read_into(source, array[: shape[0]])
+                if crc != int(entry["crc32"]):
                     raise ValueError(f"array {name!r} fails its checksum (damaged)")
-                arrays[name] = buffer
+                arrays[name] = array
                 end = offset + nbytes
             if end != size:
                 raise ValueError("file size does not match its header")
@@ -126,6 +159,14 @@ def read(
     except (OSError, KeyError, TypeError, UnicodeDecodeError, json.JSONDecodeError) as error:
         raise ValueError(f"{path}: not a readable array file ({error})") from None
     return meta, arrays
+
+
+def _view(view: mmap.mmap, dtype: np.dtype, shape: tuple[int, ...], offset: int) -> np.ndarray:
+    """The array of ``shape`` at ``offset`` of the map (it keeps the map open)."""
+    count = int(np.prod(shape, dtype=np.int64))
+    if count == 0:
+        return np.empty(shape, dtype=dtype)
+    return np.frombuffer(view, dtype=dtype, count=count, offset=offset).reshape(shape)
 
 
 def _data_start(header_length: int) -> int:
@@ -141,11 +182,15 @@ def _bytes(array: np.ndarray) -> memoryview:
     return memoryview(array.reshape(-1).view(np.uint8)) if array.size else memoryview(b"")
 
 
-def _crc(array: np.ndarray) -> int:
+def _crc(array: np.ndarray, padding: int = 0) -> int:
+    """CRC-32 of the array's bytes, then of ``padding`` zero bytes."""
     view = _bytes(array)
     crc = 0
     for at in range(0, len(view), _CHUNK):
         crc = zlib.crc32(view[at : at + _CHUNK], crc)
+    zeros = bytes(min(_CHUNK, padding))
+    for at in range(0, padding, _CHUNK):
+        crc = zlib.crc32(zeros[: min(_CHUNK, padding - at)], crc)
     return crc
 
 

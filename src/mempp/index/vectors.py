@@ -161,6 +161,11 @@ class ExactVectorIndex:
         return sum(a.nbytes for a in (*arrays, *extra))
 
     @property
+    def max_norm(self) -> float:
+        """A bound on the norm of every row held (what ``restore`` may be handed back)."""
+        return self._max_norm
+
+    @property
     def scopes(self) -> list[str]:
         """The tenants of the rows held, in code order."""
         return list(self._scope_codes)
@@ -196,10 +201,14 @@ class ExactVectorIndex:
         scopes: list[str],
         exact_rows: ExactRows,
         quick_rows: ExactRows | None = None,
+        *,
+        max_norm: float | None = None,
     ) -> ExactVectorIndex:
-        """An index over what ``export`` gave, the arrays adopted as they are. They may hold
-        spare rows after the first ``rows`` (room for appends, all arrays alike).
-        ``ValueError`` if they do not describe a valid index."""
+        """An index over what ``export`` gave, the arrays adopted as they are (views of a
+        mapped file included). They may hold spare rows after the first ``rows`` (room for
+        appends, all arrays alike). ``max_norm``: the exported index's ``max_norm``, which
+        spares a pass over the codes to bound it again. ``ValueError`` if they do not
+        describe a valid index."""
         ids, scope, event, active = (arrays[k] for k in ("ids", "scope", "event", "active"))
         codes, scales, order = arrays["codes"], arrays["scales"], arrays["order"]
         capacity = len(ids)
@@ -216,6 +225,7 @@ class ExactVectorIndex:
             and (n == 0 or (int(scope[:n].min()) >= 0 and int(scope[:n].max()) < len(scopes)))
             and len(set(scopes)) == len(scopes)
             and bool(np.all(scales[:n] > 0))
+            and (max_norm is None or 0 <= max_norm < np.inf)
         )
         if consistent and n:
             seen = np.zeros(n, dtype=bool)
@@ -237,7 +247,9 @@ class ExactVectorIndex:
         index._sorted_event = sorted_event
         index._n = index._sorted_n = n
         index._max_scale = float(scales[:n].max()) if n else 0.0
-        index._max_norm = _max_norm_of_codes(codes[:n], scales[:n])
+        index._max_norm = (
+            _max_norm_of_codes(codes[:n], scales[:n]) if max_norm is None else float(max_norm)
+        )
         index._inactive = n - int(np.count_nonzero(active[:n]))
         index._scope_codes = {name: code for code, name in enumerate(scopes)}
         return index

@@ -14,14 +14,23 @@ id, except for states, which the store re-reads (the archived ids only) when
 ``mempp_meta.state_epoch`` moved since. Rows added since are read from SQLite (the catch-up);
 once they outnumber an eighth of the file's rows, the store saves the file again.
 
-A file that is missing, of another encoder, truncated, damaged or stale is ignored (the
-store reads SQLite, as without a file, and saves a new one); a folder that refuses the file
-only means the next process reads SQLite too. An erasure rewrites the file from the index
+The file is mapped, not read (``array_file.read(..., mapped=True)``): loading it costs one pass
+over its bytes (their checksums), the scan's pages are the OS cache's, shared by every process
+that maps the file, and the rows the catch-up appends go into zero rows saved after each array
+(an eighth of the rows and 8,192 more, as ``STALE_SHARE``), copied on write, so appending
+copies nothing until the file is due again. The header also keeps the index's bound on row
+norms, so a load makes no pass over the codes to find it.
+
+A file that is missing, of another encoder or width, truncated, damaged or stale is refused
+with one logged line naming it and why (``mempp.store``, a warning), then ignored: the store
+reads SQLite, as without a file, and saves a new one; a folder that refuses the file only
+means the next process reads SQLite too. An erasure rewrites the file from the index
 (the erased rows' codes zeroed), or removes it: it holds a quantised copy of every vector.
 """
 
 from __future__ import annotations
 
+import logging
 import sqlite3
 from pathlib import Path
 
@@ -36,6 +45,8 @@ STALE_SHARE = 8
 
 _KIND = "mempp vector index"
 _VERSION = 1
+
+log = logging.getLogger("mempp.store")
 
 
 def fingerprint(conn: sqlite3.Connection, max_id: int) -> str | None:
@@ -62,21 +73,40 @@ def load(
     database's and this encoder's; None otherwise (read SQLite instead). ``exact_rows`` and
     ``quick_rows``: as for ``ExactVectorIndex``."""
     try:
-        meta, arrays = array_file.read(path, spare=_spare)
+        meta, arrays = array_file.read(path, mapped=True)
+        if (meta.get("kind"), meta.get("version")) != (_KIND, _VERSION):
+            return _refused(f"{path}: not a vector index file of this mempp")
         rows = int(meta["rows"])
         max_id = int(meta["max_id"])
-        if (meta["kind"], int(meta["version"])) != (_KIND, _VERSION):
-            return None
-        if (str(meta["encoder"]), int(meta["dim"])) != encoder:
-            return None
+        stored = (str(meta["encoder"]), int(meta["dim"]))
+        if stored != encoder:
+            return _refused(
+                f"{path}: holds vectors of encoder {stored[0]} ({stored[1]}-d), the store's "
+                f"are {encoder[0]} ({encoder[1]}-d)"
+            )
         scopes = [str(s) for s in meta["scopes"]]
         epoch = str(meta["state_epoch"])
-        index = ExactVectorIndex.restore(encoder[1], arrays, rows, scopes, exact_rows, quick_rows)
-    except (ValueError, KeyError, TypeError):
-        return None  # missing, damaged, truncated or not this layout: SQLite it is
+        max_norm = meta.get("max_norm")
+        index = ExactVectorIndex.restore(
+            encoder[1],
+            arrays,
+            rows,
+            scopes,
+            exact_rows,
+            quick_rows,
+            max_norm=None if max_norm is None else float(max_norm),
+        )
+    except (ValueError, KeyError, TypeError) as error:  # damaged, truncated, another layout
+        message = str(error)
+        return _refused(message if message.startswith(str(path)) else f"{path}: {message}")
     if index.max_id != max_id or fingerprint(conn, max_id) != meta["fingerprint"]:
-        return None
+        return _refused(f"{path}: saved for other rows than the database holds (stale)")
     return index, epoch
+
+
+def _refused(reason: str) -> None:
+    log.warning("%s; reading the vectors from the database and saving the file again", reason)
+    return None
 
 
 def save(
@@ -96,8 +126,9 @@ def save(
         "scopes": index.scopes,
         "state_epoch": epoch,
         "fingerprint": label,
+        "max_norm": index.max_norm,
     }
-    array_file.write(path, meta, arrays)
+    array_file.write(path, meta, arrays, pad_rows=_spare(len(arrays["ids"])))
 
 
 def _spare(rows: int) -> int:
