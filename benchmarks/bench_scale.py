@@ -392,7 +392,9 @@ def floor_search(
     if bound is not None:
         scores[keys > bound] = -np.inf
     top = np.argpartition(scores, len(scores) - limit)[len(scores) - limit :]
-    order = np.lexsort((-ids[top], -scores[top]))
+    # Ordered by float64 scores, ties to the newer row: the exact ranking the leg gives.
+    exact = matrix[top].astype(np.float64) @ query.astype(np.float64)
+    order = np.lexsort((-ids[top], -exact))
     return ids[top[order]].tolist()
 
 
@@ -622,7 +624,8 @@ def report(size: int, built: dict[str, float], file_gib: float, runs: dict[str, 
             f"  [{mode}] {run['mempp']}, BLAS threads {run['blas threads']}; cold: imports "
             f"{run['cold import s']:.2f} s, encoder {run['cold encoder load s']:.2f} s, first "
             f"search {run['cold first search s']:.2f} s, process start to result "
-            f"{run['cold process to result s']:.2f} s; warm() {run['warm s']:.2f} s; RSS after "
+            f"{run['cold process to result s']:.2f} s; warm() {run['warm s']:.2f} s (the "
+            f"store's part {run['warm store s']:.2f} s, the rest the encoder's weights); RSS after "
             f"warm {run['rss after warm GiB']:.2f} GiB (peak {run['peak rss GiB']:.2f}), after "
             f"searches {run['rss after searches GiB']:.2f}"
         )

@@ -178,6 +178,34 @@ def test_equal_rows_tie_and_the_newer_wins(store_rows: bool) -> None:
             assert index.search(query, "s", None, copies) == expected, (copies, scale)
 
 
+@pytest.mark.parametrize("store_rows", [False, True])
+def test_rows_closer_than_float32_sums_rank_as_their_float64_scores(store_rows: bool) -> None:
+    # Each row has a twin a few float32 steps away in one component: their scores differ by
+    # ~1e-10, far below the error of summing 768 float32 products in float32 (~1e-7), which
+    # ordered such pairs at random. The rescoring sums in float64, as the reference does.
+    rng = np.random.default_rng(5)
+    base = _unit(rng.standard_normal((60, 768)))
+    query = _unit(rng.standard_normal(768))
+    twins = base.copy()
+    for row, steps in enumerate(rng.integers(1, 6, 60)):
+        column = int(rng.integers(768))
+        toward = np.float32(np.inf if rng.random() < 0.5 else -np.inf)
+        for _ in range(steps):
+            twins[row, column] = np.nextafter(twins[row, column], toward)
+    rows = np.empty((120, 768), dtype=np.float32)
+    rows[0::2], rows[1::2] = base, twins
+    ids = np.arange(1, 121, dtype=np.int64)
+    exact = (lambda wanted: rows[wanted - 1]) if store_rows else None
+    index = ExactVectorIndex(768, exact_rows=exact)
+    index.append(ids, rows, ["s"] * 120, [None] * 120, [True] * 120)
+    everyone = np.ones(120, dtype=bool)
+    scopes = np.array(["s"] * 120)
+    keys = np.zeros(120, dtype=np.int64)
+    expected = _reference(rows, ids, scopes, keys, everyone, query, "s", None, 120)
+    assert index.search(query, "s", None, 120) == expected
+    assert index.search(query, "s", None, 20) == expected[:20]
+
+
 def test_the_scan_scores_rows_by_exact_integer_dot_products() -> None:
     rng = np.random.default_rng(3)
     rows = rng.integers(-127, 128, size=(5000, 384), dtype=np.int8)

@@ -545,8 +545,11 @@ class ExactVectorIndex:
                 rows[wrong] = self._exact_rows(ids[wrong])
         # Row by row with one kernel, not ``rows @ query``: BLAS blocks the rows, and equal
         # rows in different places of a block came out a rounding apart, so the older of
-        # two equal rows could win their tie.
-        return np.asarray(simsimd.cdist(query[None, :], rows, "dot")).reshape(-1)
+        # two equal rows could win their tie. In float64: SimSIMD's float32 kernel sums in
+        # float32 (errors of 1e-7 on unit vectors), which ordered two OrgMemBench rows
+        # 3.6e-9 apart the wrong way round; a few hundred rows widened cost nothing.
+        wide = rows.astype(np.float64)
+        return np.asarray(simsimd.cdist(query[None, :].astype(np.float64), wide, "dot")).reshape(-1)
 
     def _reorder(self) -> None:
         """Sort every row into the date-ordered part (caller holds the lock)."""
