@@ -391,10 +391,14 @@ def floor_search(
     scores = matrix @ query
     if bound is not None:
         scores[keys > bound] = -np.inf
-    top = np.argpartition(scores, len(scores) - limit)[len(scores) - limit :]
-    # Ordered by float64 scores, ties to the newer row: the exact ranking the leg gives.
+    # The float32 sums err by ~4e-8, about the gap to the next row at the limit-th score at
+    # 1M: the float32 top rows, 64 more than asked, ranked by float64 scores and ties to the
+    # newer row are the exact ranking the leg gives.
+    wider = len(scores) - min(len(scores), limit + 64)
+    top = np.argpartition(scores, wider)[wider:]
+    top = top[scores[top] > -np.inf]
     exact = matrix[top].astype(np.float64) @ query.astype(np.float64)
-    order = np.lexsort((-ids[top], -exact))
+    order = np.lexsort((-ids[top], -exact))[:limit]
     return ids[top[order]].tolist()
 
 
