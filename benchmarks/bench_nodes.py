@@ -8,12 +8,20 @@ and p50/p95 latency per node count. The nodes share the machine's cores with the
 and the load generator, so on a small machine more nodes mostly show the coordination cost;
 on one core per node they show the scaling.
 
+With ``--replica`` a hot standby of the database is built (``pg_basebackup``, streaming) and
+each node count runs twice in the same run: reads on the primary, then every node started
+with ``--read-url`` naming the standby (searches served there once it has replayed the
+primary's position). The standby shares the same cores, so on a small machine this shows
+what routing reads costs, not the capacity a replica on its own machine adds.
+
     python benchmarks/bench_nodes.py [--docs 2000] [--clients 6] [--seconds 15] [--nodes 1 2 3]
+        [--replica]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import random
 import statistics
 import sys
@@ -29,6 +37,8 @@ from mempp import Memory
 
 # The tests' helpers start and wait for the `mempp serve` nodes (tests/serving.py).
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from pg_standby import hot_standby, replayed
+
 from serving import free_port, serve_process, wait_ready
 
 WORDS = (
@@ -64,12 +74,39 @@ def load(bases: list[str], clients: int, seconds: float, questions: list[str]) -
     return latencies
 
 
+def _measure(
+    url: str,
+    count: int,
+    options: tuple[str, ...],
+    clients: int,
+    seconds: float,
+    questions: list[str],
+) -> list[float]:
+    """The latencies of ``count`` nodes started with ``options``, after a warm-up."""
+    ports = [free_port() for _ in range(count)]
+    children = [serve_process(url, port, *options) for port in ports]
+    try:
+        bases = [f"http://127.0.0.1:{port}" for port in ports]
+        for base, child in zip(bases, children, strict=True):
+            wait_ready(base, child, timeout=300)
+        load(bases, clients, 3.0, questions)  # warm every node's replicas
+        return load(bases, clients, seconds, questions)
+    finally:
+        for child in children:
+            child.terminate()
+        for child in children:
+            child.wait(timeout=60)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--docs", type=int, default=2000)
     parser.add_argument("--clients", type=int, default=6)
     parser.add_argument("--seconds", type=float, default=15.0)
     parser.add_argument("--nodes", type=int, nargs="+", default=[1, 2, 3])
+    parser.add_argument(
+        "--replica", action="store_true", help="also run each node count reading a hot standby"
+    )
     args = parser.parse_args()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -93,27 +130,22 @@ def main() -> None:
             memory.add_many(docs, batch_size=500)
         print(f"loaded {args.docs} documents in {time.perf_counter() - started:.0f} s")
         questions = [" ".join(rng.sample(WORDS, 3)) for _ in range(200)]
-        print(f"{'nodes':>5} {'searches/s':>11} {'p50 ms':>8} {'p95 ms':>8}")
-        for count in args.nodes:
-            ports = [free_port() for _ in range(count)]
-            children = [serve_process(url, port) for port in ports]
-            try:
-                bases = [f"http://127.0.0.1:{port}" for port in ports]
-                for base, child in zip(bases, children, strict=True):
-                    wait_ready(base, child, timeout=300)
-                load(bases, args.clients, 3.0, questions)  # warm every node's replicas
-                latencies = load(bases, args.clients, args.seconds, questions)
-            finally:
-                for child in children:
-                    child.terminate()
-                for child in children:
-                    child.wait(timeout=60)
-            cuts = statistics.quantiles(latencies, n=20)
-            rate = len(latencies) / args.seconds
-            print(
-                f"{count:>5} {rate:>11.1f} {statistics.median(latencies) * 1e3:>8.1f} "
-                f"{cuts[18] * 1e3:>8.1f}"
-            )
+        with contextlib.ExitStack() as stack:
+            routes: list[tuple[str, tuple[str, ...]]] = [("primary", ())]
+            if args.replica:
+                standby = stack.enter_context(hot_standby(server))
+                replayed(standby, url, timeout=300)
+                routes.append(("standby", ("--read-url", standby)))
+            print(f"{'nodes':>5} {'reads':>8} {'searches/s':>11} {'p50 ms':>8} {'p95 ms':>8}")
+            for count in args.nodes:
+                for route, options in routes:
+                    latencies = _measure(url, count, options, args.clients, args.seconds, questions)
+                    cuts = statistics.quantiles(latencies, n=20)
+                    rate = len(latencies) / args.seconds
+                    print(
+                        f"{count:>5} {route:>8} {rate:>11.1f} "
+                        f"{statistics.median(latencies) * 1e3:>8.1f} {cuts[18] * 1e3:>8.1f}"
+                    )
     finally:
         server.cleanup()
 

@@ -86,10 +86,11 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def serve_process(location: str, port: int) -> subprocess.Popen[bytes]:
-    """``mempp --db LOCATION serve --port PORT`` as a child process, its output discarded."""
+def serve_process(location: str, port: int, *options: str) -> subprocess.Popen[bytes]:
+    """``mempp --db LOCATION serve --port PORT [OPTIONS]`` as a child process, its output
+    discarded."""
     return subprocess.Popen(
-        [sys.executable, "-m", "mempp", "--db", location, "serve", "--port", str(port)],
+        [sys.executable, "-m", "mempp", "--db", location, "serve", "--port", str(port), *options],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,

@@ -10,12 +10,7 @@ database of the cluster (another store), or not PostgreSQL's, is refused when th
 
 from __future__ import annotations
 
-import os
-import shutil
-import tempfile
-import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -23,6 +18,7 @@ import pytest
 from mempp import Memory
 from mempp.errors import InvalidInput, StoreError
 from mempp.store.postgres.standby import ENV_READ_URLS
+from pg_standby import hot_standby, replayed
 from test_pg_server_stop import own_server  # noqa: F401 - fixture
 
 from conftest import KeywordEmbedder
@@ -30,47 +26,11 @@ from conftest import KeywordEmbedder
 psycopg = pytest.importorskip("psycopg")
 
 
-def _as_server_user(server: Any) -> dict[str, Any]:
-    return {"user": server.system_user} if os.geteuid() == 0 else {}
-
-
 @pytest.fixture
 def standby(own_server: Any) -> Iterator[str]:  # noqa: F811
     """A hot standby of ``own_server``, streaming from it; its URL."""
-    from pgserver import _commands
-
-    folder = Path(tempfile.mkdtemp(prefix="mempp-standby-"))
-    data = folder / "data"
-    if os.geteuid() == 0:
-        shutil.chown(folder, own_server.system_user)
-    os.chmod(folder, 0o700)
-    kwargs = _as_server_user(own_server)
-    _commands.pg_basebackup(
-        ["-D", str(data), "-R", "-X", "stream", "-h", str(own_server.pgdata), "-U", "postgres"],
-        timeout=120,
-        **kwargs,
-    )
-    with open(data / "postgresql.auto.conf", "a") as conf:
-        conf.write(f"\nunix_socket_directories = '{folder}'\nlisten_addresses = ''\n")
-        conf.write("hot_standby = on\n")
-    (data / "postmaster.pid").unlink(missing_ok=True)
-    _commands.pg_ctl(["-w", "-t", "60", "-l", str(folder / "log"), "start"], pgdata=data,
-                     timeout=90, **kwargs)  # fmt: skip
-    try:
-        yield f"postgresql://postgres:@/postgres?host={folder}"
-    finally:
-        _commands.pg_ctl(["-w", "-m", "immediate", "stop"], pgdata=data, timeout=60, **kwargs)
-        shutil.rmtree(folder, ignore_errors=True)
-
-
-def _replayed(standby_url: str, primary_url: str, timeout: float = 30.0) -> None:
-    with psycopg.connect(primary_url, autocommit=True) as primary:
-        target = primary.execute("SELECT pg_current_wal_lsn()").fetchone()[0]
-    deadline = time.monotonic() + timeout
-    with psycopg.connect(standby_url, autocommit=True) as conn:
-        while conn.execute("SELECT pg_last_wal_replay_lsn() < %s", (target,)).fetchone()[0]:
-            assert time.monotonic() < deadline, "the standby did not catch up"
-            time.sleep(0.05)
+    with hot_standby(own_server) as url:
+        yield url
 
 
 def test_reads_go_to_a_caught_up_standby_and_see_every_answered_write(
@@ -81,7 +41,7 @@ def test_reads_go_to_a_caught_up_standby_and_see_every_answered_write(
     primary = own_server.get_uri()
     with Memory(primary, embedder=KeywordEmbedder(["launch", "budget"])) as writer:
         writer.add("The launch moves to Friday.", author="Ana", date="2024-03-01")
-    _replayed(standby, primary)
+    replayed(standby, primary)
     monkeypatch.setenv(ENV_READ_URLS, standby)
     embedder = KeywordEmbedder(["launch", "budget"])
     with Memory(primary, embedder=embedder) as node, Memory(primary, embedder=embedder) as other:
@@ -121,7 +81,7 @@ def test_a_read_url_that_is_the_primary_another_database_or_not_postgresql_is_re
         Memory(primary)
     with psycopg.connect(primary, autocommit=True) as conn:  # another database of the cluster
         conn.execute("CREATE DATABASE other_store")
-    _replayed(standby, primary)
+    replayed(standby, primary)
     monkeypatch.setenv(ENV_READ_URLS, standby.replace("/postgres?", "/other_store?"))
     with pytest.raises(StoreError, match="names database 'other_store'"):
         Memory(primary)
