@@ -195,7 +195,8 @@ def real_encoder(encoder: str) -> object:
     """The real model whose vectors the stand-in's are named after (its weights loaded)."""
     from mempp.encoders import embedder_named
 
-    model = embedder_named(encoder)
+    # --encoders names, per child, another engine of the same model (minilm-numpy for minilm).
+    model = embedder_named(os.environ.get("MEMPP_ENCODER") or encoder)
     if (model.name, model.dim) != ENCODERS[encoder]:
         sys.exit(f"{encoder} is {model.name} ({model.dim}-d) now: update ENCODERS")
     return model
@@ -506,6 +507,7 @@ def measure(
     result: dict[str, object] = {
         "mempp": str(Path(mempp.__file__).parent),
         "blas threads": [p["num_threads"] for p in threadpool_info() if p["user_api"] == "blas"],
+        "load average": os.getloadavg(),
     }
     # Each question is asked under every bound: the headline figures encode it every time,
     # as a first asking does (a checkout from before the held vectors has no such switch).
@@ -516,6 +518,7 @@ def measure(
     with memory:  # type: ignore[attr-defined]
         result["warm s"] = encoder_seconds + store_seconds
         result["warm store s"] = store_seconds
+        result["encoder"] = type(memory.embedder).__name__  # type: ignore[attr-defined]
         result["rss after warm GiB"], result["peak rss GiB"] = rss_gib()
         store, scope, settings = memory.store, memory.scope, memory.settings
         embedder = memory.embedder
@@ -535,19 +538,29 @@ def measure(
         for label, bound in as_of_bounds.items():
             timings[label] = {}
             for leg, fn in legs.items():
-                samples = []
+                samples, cpu = [], []
                 for question, vector in zip(questions, vectors, strict=True):
+                    begun = time.process_time()
                     seconds, hits = timed(lambda f=fn, q=question, v=vector, b=bound: f(q, v, b))
+                    cpu.append(time.process_time() - begun)
                     samples.append(seconds)
                     if leg == "vector":
                         found.setdefault(label, []).append(list(hits))  # type: ignore[arg-type]
                 timings[label][leg] = quantiles(samples)
+                if leg == "encode":
+                    timings[label]["encode cpu"] = quantiles(cpu)
             as_of = None if bound is None else key_to_datetime(bound)
-            samples = []
+            samples, cpu = [], []
             for question in questions:
+                begun = time.process_time()
                 seconds, _ = parts.run(lambda q=question, a=as_of: memory.search(q, as_of=a))
+                cpu.append(time.process_time() - begun)
                 samples.append(seconds)
             timings[label]["search"] = quantiles(samples)
+            # CPU seconds of the whole process (every thread) per search: what the search
+            # costs whatever share of the cores other jobs leave it, so on a loaded machine
+            # the nearer figure to a quiet machine's wall time.
+            timings[label]["search cpu"] = quantiles(cpu)
             search_parts[label] = parts.quantiles()
         # Filtered searches: the first one with a filter set, then the next ones.
         filters: dict[str, dict[str, float]] = {}
@@ -598,8 +611,12 @@ def measure(
     return result
 
 
-def child(args: list[str], one_thread: bool, source: Path | None) -> dict[str, object]:
+def child(
+    args: list[str], one_thread: bool, source: Path | None, encoder: str | None = None
+) -> dict[str, object]:
     env = dict(os.environ)
+    if encoder is not None:  # the questions' encoder (the documents' vectors are stand-ins)
+        env["MEMPP_ENCODER"] = encoder
     if source is not None:  # another checkout's mempp, ahead of the installed one
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(source), env.get("PYTHONPATH")]))
     for name in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
@@ -625,7 +642,9 @@ def report(size: int, built: dict[str, float], file_gib: float, runs: dict[str, 
             f"saved, vectors from SQLite {run['sqlite vectors warm s']:.2f} s"
         )
         print(
-            f"  [{mode}] {run['mempp']}, BLAS threads {run['blas threads']}; cold: imports "
+            f"  [{mode}] {run['mempp']}, {run.get('encoder', 'encoder ?')}, load average "
+            f"{'/'.join(f'{x:.1f}' for x in run.get('load average', ()))} at the start, "
+            f"BLAS threads {run['blas threads']}; cold: imports "
             f"{run['cold import s']:.2f} s, encoder {run['cold encoder load s']:.2f} s, first "
             f"search {run['cold first search s']:.2f} s, process start to result "
             f"{run['cold process to result s']:.2f} s; warm() {run['warm s']:.2f} s (the "
@@ -695,11 +714,12 @@ def measure_source(
     runs = {}
     for mode in args.modes:
         one = mode == "one thread"
-        run = dict(first)
-        question = ["--question", Corpus(args.seed).questions(1)[0]]
-        run.update(child(["--child", "cold", *question, *common], one, source))
-        run.update(child(["--child", "measure", *common], one, source))
-        runs[prefix + mode] = run
+        for encoder in args.encoders or [None]:
+            run = dict(first)
+            question = ["--question", Corpus(args.seed).questions(1)[0]]
+            run.update(child(["--child", "cold", *question, *common], one, source, encoder))
+            run.update(child(["--child", "measure", *common], one, source, encoder))
+            runs[prefix + mode + (f", MEMPP_ENCODER={encoder}" if encoder else "")] = run
     return runs
 
 
@@ -733,6 +753,14 @@ def main() -> None:
         "--compare-src",
         type=Path,
         help="also measure the mempp package under this src/ folder (e.g. main's), same run",
+    )
+    parser.add_argument(
+        "--encoders",
+        nargs="+",
+        metavar="NAME",
+        help="measure each mode once per question encoder, taking turns in one run "
+        "(e.g. minilm-numpy minilm; MEMPP_ENCODER in the child processes); default: the "
+        "library's default encoder",
     )
     parser.add_argument(
         "--keep-saved",

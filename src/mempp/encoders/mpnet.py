@@ -37,6 +37,7 @@ _HEADS = 12
 _HEAD_DIM = _HIDDEN // _HEADS
 _PAD_ID = 1  # positions count from the padding id on: the first piece sits at position 2
 _BUCKETS = 32
+RELATIVE_BIAS = "encoder.relative_attention_bias.weight"
 _MAX_DISTANCE = 128
 
 _TOKEN_BUDGET = 2048
@@ -68,6 +69,13 @@ def relative_buckets(length: int) -> np.ndarray:
     large = exact + (scaled * np.float32(half - exact)).astype(np.int64)
     large = np.minimum(large, half - 1)
     return bucket + np.where(n < exact, n, large)
+
+
+def position_bias(table: np.ndarray, length: int) -> np.ndarray:
+    """The (head, query, key) bias of the relative-position ``table`` for the longest window;
+    a batch of length s reads ``[:, :s, :s]``."""
+    table = np.asarray(table, dtype=np.float32)
+    return np.ascontiguousarray(table[relative_buckets(length)].transpose(2, 0, 1))
 
 
 def _layer_norm_(x: np.ndarray, gamma: np.ndarray, beta: np.ndarray, eps: np.float32) -> None:
@@ -218,7 +226,13 @@ class MPNetEmbedder:
         self._tokenizer.no_padding()  # the file pads to 128; batches are padded here
         self._tokenizer.enable_truncation(max_length=max_tokens)
 
-        weights = load_file(str(directory / "model.safetensors"))
+        self._load_weights(directory / "model.safetensors", int(config["num_hidden_layers"]))
+
+    def _load_weights(self, file: Path, n_layers: int) -> None:
+        """The numpy weights of the forward pass (``OnnxMPNetEmbedder`` reads them only to
+        build its graph) and the relative-position bias of the longest window."""
+        max_tokens = self._max_tokens
+        weights = load_file(str(file))
         self._word = np.ascontiguousarray(
             weights["embeddings.word_embeddings.weight"], dtype=np.float32
         )
@@ -229,12 +243,8 @@ class MPNetEmbedder:
         self._position = self._position_table[start : start + max_tokens]
         self._emb_ln_g = np.asarray(weights["embeddings.LayerNorm.weight"], dtype=np.float32)
         self._emb_ln_b = np.asarray(weights["embeddings.LayerNorm.bias"], dtype=np.float32)
-        self._layers = _load_layers(weights, int(config["num_hidden_layers"]))
-        table = np.asarray(weights["encoder.relative_attention_bias.weight"], dtype=np.float32)
-        # (head, query, key) bias for the longest window; a batch of length s reads [:, :s, :s].
-        self._position_bias = np.ascontiguousarray(
-            table[relative_buckets(max_tokens)].transpose(2, 0, 1)
-        )
+        self._layers = _load_layers(weights, n_layers)
+        self._position_bias = position_bias(weights[RELATIVE_BIAS], max_tokens)
 
     @property
     def name(self) -> str:
@@ -307,16 +317,10 @@ class MPNetEmbedder:
         bias = self._position_bias[:, :seq, :seq]
 
         x = self._word[tokens.reshape(-1)]
-        literal_pad = (tokens == _PAD_ID) & valid
-        if literal_pad.any():
-            # A text holding "<pad>" itself: the reference gives that piece the padding
-            # position and counts the positions of the pieces after it without it.
-            real = ~literal_pad
-            positions = np.where(real, np.cumsum(real, axis=1) + _PAD_ID, _PAD_ID)
+        positions = literal_pad_positions(tokens, valid)
+        if positions is not None:
             x += self._position_table[positions.reshape(-1)]
         else:
-            # Padding gets real positions here, not the reference's padding position: its
-            # states never reach a real piece (masked keys) nor the pooled sum.
             x.reshape(n, seq, _HIDDEN)[...] += self._position[:seq]
         _layer_norm_(x, self._emb_ln_g, self._emb_ln_b, self._ln_eps)
         for layer in self._layers:
@@ -352,6 +356,19 @@ class MPNetEmbedder:
         out += attended
         _layer_norm_(out, layer.ln2_g, layer.ln2_b, self._ln_eps)
         return out
+
+
+def literal_pad_positions(tokens: np.ndarray, valid: np.ndarray) -> np.ndarray | None:
+    """Rows of the position table for a batch holding the piece "<pad>" as text, else None
+    (then piece i sits at row i + 2, padding included: its states never reach a real piece,
+    masked as a key, nor the pooled sum)."""
+    literal_pad = (tokens == _PAD_ID) & valid
+    if not literal_pad.any():
+        return None
+    # The reference gives that piece the padding position and counts the positions of the
+    # pieces after it without it.
+    real = ~literal_pad
+    return np.where(real, np.cumsum(real, axis=1) + _PAD_ID, _PAD_ID)
 
 
 def _head(text: str, cut: int) -> str:
