@@ -185,6 +185,12 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="run the mempp systems on a copy of the benchmark store in this empty "
         "PostgreSQL database (default: the cached SQLite file)",
     )
+    parser.add_argument(
+        "--supersession-layer",
+        action="store_true",
+        help="OrgMemBench: also run each mempp system over a copy with the benchmark's "
+        "version chains written as supersessions, paired per question (docs/benchmarks.md)",
+    )
     parser.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
     parser.add_argument("--quiet", action="store_true", help="no progress bars")
     return parser
@@ -317,6 +323,7 @@ def _run(args: argparse.Namespace, embedder: Any, spans: Any) -> int:
         llm=llm_options,
         engine_url=args.engine_url,
         fact_limit=args.fact_limit,
+        supersession=args.supersession_layer,
         extra={
             "options": {
                 key: _recorded(key, value)

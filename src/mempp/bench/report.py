@@ -143,6 +143,8 @@ def markdown(results: Mapping[str, Any]) -> str:
         ]
         lines += _table(["system", "Δ window", "Δ R@10"], rows)
 
+    lines += _supersession_section(results)
+
     hooked = not llm.get("answers")
     if hooked and any("answer_score" in aggregates[n]["overall"] for n in systems):
         lines += ["", "### Answer score (hook)", ""]
@@ -321,6 +323,32 @@ def _answer_section(results: Mapping[str, Any], llm: Mapping[str, Any]) -> list[
             f"{fact_index['facts']} facts; {'reused' if fact_index['reused'] else 'extended now'}"
         )
     return lines
+
+
+def _supersession_section(results: Mapping[str, Any]) -> list[str]:
+    """Layered minus plain, per metric, overall and per category (``--supersession-layer``)."""
+    section = results.get("supersession")
+    if not section:
+        return []
+    layer, categories = section["layer"], results["categories"]
+    lines = [
+        "",
+        "### Supersession layer (paired bootstrap: with the layer minus without)",
+        "",
+        f"{layer['links']} links ({layer['superseded_records']} records superseded) along "
+        f"{len(layer['chains'])} version chains; pairs by source: "
+        + ", ".join(f"{k} {v}" for k, v in layer["pairs_by_source"].items()),
+        "",
+    ]
+    names = {"window": "window", "window_full": "window (full)", "gold_visible": "gold text"}
+    header = ["system", "metric", "overall", *[f"{c} {n}" for c, n in categories.items()]]
+    rows = [
+        [system, names.get(metric, metric), _delta(values["overall"][metric])]
+        + [_delta(values["by_category"][c].get(metric)) for c in categories]
+        for system, values in section["deltas"].items()
+        for metric in values["overall"]
+    ]
+    return lines + _table(header, rows)
 
 
 def _delta(summary: Mapping[str, Any] | None) -> str:

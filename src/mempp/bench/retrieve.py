@@ -23,6 +23,7 @@ from mempp.bench.chunking import Chunk, parts_per_item
 from mempp.bench.metrics import WindowEntry
 from mempp.dates import parse_event_date
 from mempp.records import Hit, Record
+from mempp.search.corrections import with_corrections
 from mempp.search.evidence import SEPARATOR, EvidenceStyle, render_evidence
 from mempp.search.packing import PackingOptions
 from mempp.search.retrieval import LegLists, fuse_and_select, run_legs, to_hits
@@ -79,7 +80,8 @@ class MemppRetriever:
         self, scope: str, legs: LegLists, as_of: int | None, settings: Settings, k: int
     ) -> list[Hit]:
         chosen = fuse_and_select(self.store, scope, legs, as_of, settings, k)
-        return to_hits(self.store, scope, chosen)
+        # As Memory.search does (no known_at here): a correction the question can see.
+        return with_corrections(self.store, scope, to_hits(self.store, scope, chosen), as_of, None)
 
     def retrieved(
         self,

@@ -24,11 +24,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from tempfile import TemporaryDirectory
 from typing import Any
 
 import numpy as np
 
-from mempp.bench import ablations, cache, facts, llm_eval
+from mempp.bench import ablations, cache, facts, llm_eval, supersession
 from mempp.bench.aggregate import aggregate, paired_delta
 from mempp.bench.chunking import TOKENIZER_NAME, TokenSpans, chunk_history, word_piece_spans
 from mempp.bench.datasets import Benchmark, Question
@@ -84,6 +85,9 @@ class RunOptions:
     engine_url: str | None = None
     # mempp-fact-index: documents asked for facts this run at most (None: every pending one).
     fact_limit: int | None = None
+    # OrgMemBench: run each mempp system again over a copy with the benchmark's version
+    # chains written as supersessions, and pair the two (mempp.bench.supersession).
+    supersession: bool = False
 
     @property
     def judges(self) -> bool:
@@ -193,6 +197,13 @@ def run(
     if options.llm is None and any(s.ablation for s in systems):
         names = ", ".join(s.name for s in systems if s.ablation)
         raise InvalidInput(f"{names}: LLM ablations need RunOptions.llm (an endpoint)")
+    if options.supersession:
+        if benchmark.name != "orgmembench" or options.engine_url is not None:
+            raise InvalidInput(
+                "--supersession-layer: OrgMemBench on the SQLite store only (its version "
+                "chains are that benchmark's)"
+            )
+        systems = [*systems, *supersession.twins(systems)]
     questions = benchmark.questions[: options.limit] if options.limit else benchmark.questions
     answered = llm_eval.answered_systems(options.answer_systems, systems)
 
@@ -202,6 +213,8 @@ def run(
     stores: list[Store] = []
     fact_index: facts.FactIndex | None = None
     llm_info: dict[str, Any] = {}
+    layer_folder: TemporaryDirectory[str] | None = None
+    layer_info: dict[str, Any] | None = None
     try:
         store = open_store(ingested.path)
         stores.append(store)
@@ -224,6 +237,14 @@ def run(
         retrievers: dict[str | None, MemppRetriever] = {
             None: MemppRetriever(store, ingested.record_items)
         }
+        if options.supersession:
+            clock = time.perf_counter()
+            layer_folder = TemporaryDirectory(prefix="mempp-supersession-")
+            layered, layer = supersession.layered_copy(benchmark, ingested, Path(layer_folder.name))
+            stores.append(open_store(layered))
+            retrievers["supersession"] = MemppRetriever(stores[-1], ingested.record_items)
+            layer_info = layer.to_dict()
+            timings["supersession_layer_s"] = round(time.perf_counter() - clock, 3)
         graph_store: Store | None = None
         if clients is not None:
             # The ablations get their own copies of the store; the one above is never written.
@@ -355,6 +376,8 @@ def run(
     finally:
         for open_one in stores:
             open_one.close()
+        if layer_folder is not None:
+            layer_folder.cleanup()
         if fact_index is not None:
             fact_index.close()
         if clients is not None:
@@ -428,6 +451,18 @@ def run(
         "metrics": names,
         "aggregates": aggregates,
         "deltas_vs_reference": {"reference": REFERENCE_SYSTEM, "systems": deltas},
+        **(
+            {}
+            if layer_info is None
+            else {
+                "supersession": {
+                    "layer": layer_info,
+                    "deltas": supersession.compare(
+                        by_system, categories, resamples=options.resamples, seed=options.seed
+                    ),
+                }
+            }
+        ),
         "llm": llm_section,
         "timings": timings,
         "questions": rows,
@@ -466,7 +501,7 @@ def _run_one(
         # Mem^g++ retrieves the paper preset's rows from the benchmark store (its graph facts
         # come with the answer); mempp-consolidated reads the consolidated copy.
         retriever = context.retrievers[
-            "consolidated" if system.ablation == "consolidated" else None
+            system.ablation if system.ablation in ("consolidated", "supersession") else None
         ]
         query_vector = vector if settings.w_vec > 0 else None
         if system.ablation == "facts":

@@ -40,7 +40,7 @@ from mempp.search.packing import PackingOptions
 from mempp.settings import Settings, preset
 
 Kind = Literal["mempp", "rag", "full"]
-Ablation = Literal["consolidated", "graph", "facts"]
+Ablation = Literal["consolidated", "graph", "facts", "supersession"]
 DEFAULT_RAG_SIZES = (512, 2048, 4096)
 CONSOLIDATED = "mempp-consolidated"
 GRAPH = "mempp-graph"
@@ -96,7 +96,7 @@ class System:
                 out["consolidation_threshold"] = CONSOLIDATION_THRESHOLD
             elif self.ablation == "graph":
                 out["graph_dated"] = self.graph_dated
-            else:
+            elif self.ablation == "facts":
                 out["fact_legs"] = ["lex", "vec"]
         return out
 
