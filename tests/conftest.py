@@ -1,15 +1,49 @@
-"""Shared fixtures: a real SQLite file per test and a small, fully predictable encoder."""
+"""Shared fixtures: a real SQLite file per test and a small, fully predictable encoder; the
+hypothesis profiles every property suite follows.
+
+Profiles (``docs/security.md``, "Hostile input at scale"): ``ci``, the default, is bounded and
+derandomized (each suite's own count per engine, the same cases every run); ``long`` runs
+random cases, at least ``MEMPP_LONG_EXAMPLES`` (default 10^5) per suite and engine. Select
+one with ``--hypothesis-profile=long`` or ``MEMPP_HYPOTHESIS_PROFILE=long``.
+"""
 
 from __future__ import annotations
 
+import math
+import os
 import re
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, settings
 
 from mempp import Memory
+
+# Stores, servers and fake models are real, so a case may take seconds on a loaded machine:
+# no deadline, no health check on slow generation; no example database (a failure prints its
+# reproduction blob instead, and no state is left in the worktree).
+_COMMON = {
+    "database": None,
+    "deadline": None,
+    "suppress_health_check": list(HealthCheck),
+    "print_blob": True,
+}
+LONG_EXAMPLES = int(os.environ.get("MEMPP_LONG_EXAMPLES", "100000"))
+settings.register_profile("ci", derandomize=True, **_COMMON)
+settings.register_profile("long", max_examples=LONG_EXAMPLES, derandomize=False, **_COMMON)
+settings.load_profile(os.environ.get("MEMPP_HYPOTHESIS_PROFILE", "ci"))
+
+
+def examples(ci: int, share: float = 1.0) -> int:
+    """How many cases a property test asks for: ``ci`` under the ``ci`` profile; under
+    ``long``, its ``share`` of the profile's count (a suite whose cases are spread over
+    several tests gives each its share, so that the suite runs the whole count per engine)."""
+    if settings.get_current_profile_name() == "long":
+        return max(ci, math.ceil(settings.default.max_examples * share))
+    return ci
+
 
 _WORD = re.compile(r"[^\W_]+")
 

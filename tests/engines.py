@@ -21,7 +21,7 @@ import threading
 import urllib.parse
 import uuid
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -163,6 +163,38 @@ def engine_location(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     if request.param == "sqlite":
         return str(tmp_path / "memory.db")
     return request.getfixturevalue("pg_url")
+
+
+@pytest.fixture(params=ENGINES)
+def engine_locations(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Callable[[], str]]:
+    """A maker of empty stores of one engine: each call gives a new SQLite file or a new
+    PostgreSQL database, and drops the one before it (a long property run starts a fresh
+    store every so many cases, so that no store grows with the run)."""
+    made: list[str] = []
+    admin = require_server() if request.param == "postgres" else None
+
+    def drop(location: str) -> None:
+        if admin is None:
+            for path in Path(location).parent.glob(Path(location).name + "*"):
+                path.unlink()
+        else:
+            drop_database(admin, urllib.parse.urlsplit(location).path.lstrip("/"))
+
+    def new() -> str:
+        if made:
+            drop(made[-1])
+        if admin is None:
+            location = str(tmp_path / f"memory{len(made)}.db")
+        else:
+            location = with_database(admin, create_database(admin))
+        made.append(location)
+        return location
+
+    try:
+        yield new
+    finally:
+        if made:
+            drop(made[-1])
 
 
 @pytest.fixture

@@ -433,7 +433,7 @@ class Context:
 @dataclass(frozen=True)
 class Entry:
     """One entry point: the arguments to generate, how to call it, and its share of cases
-    (the CI profile runs ``examples`` per engine)."""
+    (the ci profile runs ``examples`` per engine; the long one its share of the count)."""
 
     arguments: dict[str, st.SearchStrategy[Any]]
     run: Callable[..., None]
@@ -538,15 +538,18 @@ def explore(
 ) -> int:
     """Run ``examples`` generated cases of ``entry``; return how many ran. Without
     ``on_crash``, the first crash fails (hypothesis shrinks it and prints the case); with it,
-    each crash is handed over and the run goes on. ``seed=None`` is the fixed CI sequence."""
+    each crash is handed over and the run goes on. ``seed=None`` follows the hypothesis
+    profile (tests/conftest.py: the ci profile's fixed sequence, the long one's random cases);
+    a seed draws random cases from it."""
     from hypothesis import HealthCheck, Phase, given, settings
     from hypothesis import seed as with_seed
 
     ran = 0
+    seeded = {} if seed is None else {"derandomize": False}
 
     @settings(
         max_examples=examples,
-        derandomize=seed is None,
+        **seeded,
         database=None,
         deadline=None,
         print_blob=True,

@@ -14,14 +14,13 @@ from __future__ import annotations
 
 import itertools
 import json
-import os
 import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 
 from mempp import EncoderMismatch, InvalidInput, Memory, Settings
 from mempp.cli.main import main
@@ -32,7 +31,7 @@ from mempp.transfer.dump import ChainWriter
 from mempp.transfer.restore import SnapshotError
 
 import operations
-from conftest import KeywordEmbedder
+from conftest import KeywordEmbedder, examples
 from engines import create_database, drop_database, pg_server, pg_url, with_database  # noqa: F401
 
 NO_LEXICAL = Settings(w_lex=0)
@@ -430,45 +429,51 @@ def test_sqlite_file_state_is_untouched_by_a_refusal(snapshot: Path, tmp_path: P
 
 
 # -- any store the operations can make restores identically --------------------------------------
-DUMP_EXAMPLES = int(os.environ.get("MEMPP_DUMP_EXAMPLES", "6"))
+CI_EXAMPLES = 6  # per direction; the long hypothesis profile runs 10^5 (tests/conftest.py)
 
 
+@pytest.mark.parametrize("source_engine", ["sqlite", "postgres"])
 def test_any_sequence_of_operations_restores_identically(
+    source_engine: str,
     tmp_path: Path,
     pg_server: str,  # noqa: F811
     llm: Any,
 ) -> None:
-    """Random sequences of every write (tests/operations.py) on SQLite, dumped and restored
-    into a fresh PostgreSQL database: the same rows, log and verify. ``MEMPP_DUMP_EXAMPLES``
-    sets how many (6 per CI run)."""
+    """Random sequences of every write (tests/operations.py) on one engine, dumped and
+    restored into a fresh store of the other: the same rows, log and verify."""
     numbers = itertools.count()
 
-    @settings(
-        max_examples=DUMP_EXAMPLES,
-        deadline=None,
-        derandomize=True,
-        database=None,
-        suppress_health_check=list(HealthCheck),
-    )
+    def fresh(engine: str, number: int, made: list[str]) -> str:
+        if engine == "sqlite":
+            return str(tmp_path / f"{number}-{len(made)}.db")
+        made.append(create_database(pg_server))
+        return with_database(pg_server, made[-1])
+
+    @settings(max_examples=examples(CI_EXAMPLES))
     @given(operations.SEQUENCES)
     def run(sequence: list[tuple[str, int, int]]) -> None:
         number = next(numbers)
-        source = str(tmp_path / f"s{number}.db")
         folder = tmp_path / f"f{number}"
         folder.mkdir()
-        with Memory(source, embedder=embedder()) as memory:
-            for step in sequence:
-                operations.apply(memory, step, llm, folder)
-        name = create_database(pg_server)
+        made: list[str] = []
         try:
-            target = with_database(pg_server, name)
-            restore(target, dump(source, tmp_path / f"d{number}.dump"))
+            source = fresh(source_engine, number, made)
+            with Memory(source, embedder=embedder()) as memory:
+                for step in sequence:
+                    operations.apply(memory, step, llm, folder)
+            target = fresh("postgres" if source_engine == "sqlite" else "sqlite", number, made)
+            snapshot = dump(source, tmp_path / f"d{number}.dump")
+            restore(target, snapshot)
             expected, restored = rows(source), rows(target)
             assert all(ok for _, ok in restored["verify"]), restored["verify"]
             for key in ("encoder", "scopes", "keys", *expected["scopes"]):
                 assert restored[key] == expected[key], (key, sequence)
         finally:
-            drop_database(pg_server, name)
+            for name in made:
+                drop_database(pg_server, name)
+            for path in tmp_path.glob(f"{number}-*"):
+                path.unlink()
+            (tmp_path / f"d{number}.dump").unlink(missing_ok=True)
 
     run()
 

@@ -2,15 +2,17 @@
 
 Each test feeds one entry point generated arguments (tests/hostile.py says what, and checks
 the contract: success or a documented one-line error, and a failed call changes nothing
-stored). The profile is bounded for CI: a fixed sequence (derandomized), no example database,
-about 1,500 cases per engine. ``MEMPP_HOSTILE_SCALE=10`` runs ten times as many;
-``benchmarks/fuzz.py`` runs 10^5 random cases and counts every failure instead of stopping at
-the first.
+stored). Under the ``ci`` hypothesis profile (tests/conftest.py) about 1,500 cases per engine,
+the same every run; under ``long`` (``--hypothesis-profile=long``) 10^5 random cases per
+engine, shared among the entry points in the ci proportions, on a fresh store every
+``CASES_PER_STORE`` cases so that generated documents do not pile up into one huge store.
+``benchmarks/fuzz.py`` runs the same cases and counts every failure instead of stopping at the
+first.
 """
 
 from __future__ import annotations
 
-import os
+import math
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,10 +21,12 @@ import pytest
 from mempp.llm import LLMClient
 
 import hostile
-from engines import engine_location, pg_server, pg_url  # noqa: F401 - fixtures
+from conftest import examples
+from engines import engine_locations  # noqa: F401 - fixtures
 from fake_openai import FakeOpenAI, ScriptedReply
 
-SCALE = float(os.environ.get("MEMPP_HOSTILE_SCALE", "1"))
+CASES_PER_STORE = 5_000
+TOTAL = sum(entry.examples for entry in hostile.ENTRIES.values())
 
 
 @pytest.fixture(scope="module")
@@ -36,8 +40,15 @@ def llm() -> Iterator[LLMClient]:
 
 
 @pytest.mark.parametrize("name", list(hostile.ENTRIES))
-def test_hostile_input(name: str, engine_location: str, tmp_path: Path, llm) -> None:  # noqa: F811
+def test_hostile_input(name: str, engine_locations, tmp_path: Path, llm) -> None:  # noqa: F811
     entry = hostile.ENTRIES[name]
-    with hostile.context(engine_location, tmp_path, llm) as ctx:
-        ran = hostile.explore(entry, ctx, examples=max(1, int(entry.examples * SCALE)))
-    assert ran >= entry.examples * SCALE * 0.9  # hypothesis ran (nearly) every case asked
+    wanted = examples(entry.examples, share=entry.examples / TOTAL)
+    rounds = math.ceil(wanted / CASES_PER_STORE)
+    ran = 0
+    for number in range(rounds):
+        folder = tmp_path / f"round{number}"
+        folder.mkdir()
+        size = min(CASES_PER_STORE, wanted - ran)
+        with hostile.context(engine_locations(), folder, llm) as ctx:
+            ran += hostile.explore(entry, ctx, examples=size)
+    assert ran >= wanted * 0.9  # hypothesis ran (nearly) every case asked

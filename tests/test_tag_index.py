@@ -25,7 +25,7 @@ from mempp.store.sqlite import SQLiteStore
 from mempp.store.sqlite import replicas as sqlite_replicas
 
 import engines
-from conftest import KeywordEmbedder
+from conftest import KeywordEmbedder, examples
 
 pg_server = engines.pg_server
 pg_url = engines.pg_url
@@ -40,7 +40,8 @@ def brute_force(lists: list[list[int]], eligible: set[int], limit: int) -> list[
     return ranked[:limit]
 
 
-@settings(max_examples=300, deadline=None)
+# A pure function (no store, so one engine is all there is to run it on).
+@settings(max_examples=examples(300))
 @given(
     lists=st.lists(st.sets(st.integers(1, 400), max_size=300), max_size=5),
     eligible=st.sets(st.integers(1, 400)),

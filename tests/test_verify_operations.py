@@ -1,29 +1,32 @@
 """``verify`` passes right after every operation, on both engines: random sequences of add,
 add_many, supersede, archive, undo, redact, consolidate (a fake model) and import.
 
-A bounded, derandomized profile runs in CI (``MEMPP_VERIFY_EXAMPLES`` sequences per engine,
-default 25, of up to 12 steps each); the long mode is the same test with more sequences:
+The ``ci`` hypothesis profile (tests/conftest.py) runs 25 sequences per engine, of up to 12
+steps each, the same every run; the ``long`` one runs 10^5 random sequences per engine:
 
-    MEMPP_VERIFY_EXAMPLES=100000 PYTHONPATH=src python -m pytest tests/test_verify_operations.py
+    PYTHONPATH=src python -m pytest tests/test_verify_operations.py --hypothesis-profile=long
 """
 
 from __future__ import annotations
 
-import os
+import contextlib
 import tempfile
 from collections import Counter
+from collections.abc import Callable
 from itertools import count
 from pathlib import Path
 
-from hypothesis import HealthCheck, example, given, settings
+from hypothesis import example, given, settings
 
 from mempp import Memory
 
 import operations
-from conftest import KeywordEmbedder
-from engines import engine_location, pg_server, pg_url  # noqa: F401 - fixtures
+from conftest import KeywordEmbedder, examples
+from engines import engine_locations  # noqa: F401 - fixtures
 
-EXAMPLES = int(os.environ.get("MEMPP_VERIFY_EXAMPLES", "25"))
+CI_EXAMPLES = 25
+# verify reads the whole store, so a long run starts a fresh one every so many sequences.
+SEQUENCES_PER_STORE = 200
 # A sequence in which every operation does something, run before the generated ones: the
 # coverage check below then never rests on what the generator happened to draw.
 EVERY_OPERATION = [
@@ -41,39 +44,40 @@ EVERY_OPERATION = [
 ]
 
 
-def test_verify_passes_after_every_operation(engine_location: str) -> None:  # noqa: F811
+def test_verify_passes_after_every_operation(engine_locations: Callable[[], str]) -> None:  # noqa: F811
+    wanted = examples(CI_EXAMPLES)
     scopes = count()
     outcomes: Counter[str] = Counter()
     embedder = KeywordEmbedder(operations.WORDS)
-    with (
-        tempfile.TemporaryDirectory() as folder,
-        Memory(engine_location, embedder=embedder) as shared,
-    ):
+    with contextlib.ExitStack() as stack:
+        folder = Path(stack.enter_context(tempfile.TemporaryDirectory()))
         llm_context = operations.fake_llm()
+        stack.callback(llm_context.close)
         llm = next(llm_context)
+        shared: list[Memory] = []
 
-        @settings(
-            max_examples=EXAMPLES,
-            deadline=None,
-            derandomize=True,
-            database=None,
-            suppress_health_check=list(HealthCheck),
-        )
+        @settings(max_examples=wanted)
         @given(operations.SEQUENCES)
         @example(EVERY_OPERATION)
         def run(sequence: list[tuple[str, int, int]]) -> None:
+            number = next(scopes)
+            if number % SEQUENCES_PER_STORE == 0:
+                if shared:
+                    shared.pop().close()
+                shared.append(Memory(engine_locations(), embedder=embedder))
             # A scope per sequence: each starts empty, and verify checks them all.
-            memory = Memory(shared.store, scope=f"s{next(scopes)}", embedder=embedder)
+            memory = Memory(shared[0].store, scope=f"s{number}", embedder=embedder)
             for step in sequence:
-                outcomes[step[0] + ":" + operations.apply(memory, step, llm, Path(folder))] += 1
+                outcomes[step[0] + ":" + operations.apply(memory, step, llm, folder)] += 1
                 failed = [c for c in memory.verify() if not c.ok]
                 assert not failed, f"after {step}: {failed}"
 
         try:
             run()
         finally:
-            llm_context.close()
+            if shared:
+                shared.pop().close()
     # hypothesis ran (nearly) every sequence asked, and every operation did something.
-    assert next(scopes) >= EXAMPLES * 0.9
+    assert next(scopes) >= wanted * 0.9
     done = {key.split(":")[0] for key, n in outcomes.items() if key.endswith(":done") and n}
     assert done == set(operations.OPERATIONS), outcomes
