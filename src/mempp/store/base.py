@@ -593,6 +593,17 @@ def check_undoable(run: RunInfo) -> None:
         raise InvalidInput(f"run {run.id} was already undone by run {run.undone_by}")
 
 
+def refuse_erased(run_id: int, erased: Sequence[int]) -> StateConflict:
+    """An undo that would give an erased row back a state: its tombstone must stay archived
+    (and a snapshot of the store restorable), so the whole undo is refused."""
+    ids = sorted(erased)
+    return StateConflict(
+        f"cannot undo run {run_id}: records {ids} were erased after it (an erasure cannot be "
+        "undone); nothing was changed",
+        ids,
+    )
+
+
 def inverse_change(change: StateChange) -> StateChange:
     """The change that restores a row; a row the run created is archived, never deleted."""
     if change.old_state is None:

@@ -23,6 +23,7 @@ from mempp.store.base import (
     StateConflict,
     check_undoable,
     inverse_change,
+    refuse_erased,
     undo_counts,
 )
 from mempp.store.postgres.records import _INSERT, _as_float32, _RecordsMixin, _row_params
@@ -300,6 +301,12 @@ class _ChangeLogMixin(_RecordsMixin):
             check_undoable(run)
             changes = self._changes(conn, scope, run_id)
             inverse = [inverse_change(record.change) for record in changes]
+            erased = conn.execute(
+                "SELECT record_id FROM redactions WHERE scope = %s AND record_id = ANY(%s)",
+                (scope, [change.record_id for change in inverse]),
+            ).fetchall()
+            if erased:
+                raise refuse_erased(run_id, [row[0] for row in erased])
             self._refuse_duplicate_restores(conn, scope, run_id, inverse)
             # Rows leaving 'active' first: a merged row may repeat an original's text and
             # author, and the dedupe index must never see both active, even mid-statement.

@@ -23,6 +23,7 @@ from mempp.store.base import (
     StateConflict,
     check_undoable,
     inverse_change,
+    refuse_erased,
     undo_counts,
 )
 from mempp.store.sqlite.records import _RecordsMixin
@@ -261,6 +262,17 @@ class _ChangeLogMixin(_RecordsMixin):
     def _compare_and_set_for_undo(
         self, conn: sqlite3.Connection, scope: str, run_id: int, inverse: Sequence[StateChange]
     ) -> None:
+        ids = [change.record_id for change in inverse]
+        marks = ",".join("?" * len(ids))
+        erased = [
+            row[0]
+            for row in conn.execute(
+                f"SELECT record_id FROM redactions WHERE scope = ? AND record_id IN ({marks})",
+                (scope, *ids),
+            )
+        ]
+        if erased:
+            raise refuse_erased(run_id, erased)
         try:
             self._compare_and_set(conn, scope, inverse)
         except StateConflict as exc:
