@@ -97,3 +97,15 @@ def terms_of(texts: Sequence[str]) -> list[str]:
     """Each text's tokens as PostgreSQL's ``records.terms`` holds them: joined by single
     spaces (no token holds one: unicode61 splits on every space separator)."""
     return [" ".join(tokens) for tokens in analyze(texts)]
+
+
+def first_per_key(items: Sequence[str], keys: Sequence[tuple[str, ...]]) -> tuple[str, ...]:
+    """The first of ``items`` with each key (its analysed tokens), in order: query words that
+    analyse alike are one term, as FTS5 keeps one term per stem."""
+    seen: set[tuple[str, ...]] = set()
+    kept = []
+    for item, key in zip(items, keys, strict=True):
+        if key not in seen:
+            seen.add(key)
+            kept.append(item)
+    return tuple(kept)

@@ -11,7 +11,7 @@ from collections.abc import Collection, Sequence
 import numpy as np
 
 from mempp.filters import NO_FILTERS, Filters
-from mempp.index.analysis import analyze
+from mempp.index.analysis import analyze, first_per_key
 from mempp.search.query import LexicalQuery, storable_query
 from mempp.store.base import followers_in_order
 from mempp.store.filter_sql import filter_condition
@@ -44,17 +44,6 @@ def _query_tokens(items: Sequence[str]) -> dict[str, tuple[str, ...]]:
     return {item: tokens or () for item, tokens in found.items()}
 
 
-def _first_per_key(items: Sequence[str], keys: Sequence[tuple[str, ...]]) -> tuple[str, ...]:
-    """The first of ``items`` with each key, in order (SQLite keeps one term per stem so)."""
-    seen: set[tuple[str, ...]] = set()
-    kept = []
-    for item, key in zip(items, keys, strict=True):
-        if key not in seen:
-            seen.add(key)
-            kept.append(item)
-    return tuple(kept)
-
-
 def _fts_phrases(query: LexicalQuery) -> tuple[bool, list[tuple[str, ...]]] | None:
     """Whether the query is conjunctive, and its FTS5 phrases, each the tokens the shared
     analysis gives it, as SQLite's FTS5 reads its MATCH expression: every term, and every
@@ -67,8 +56,8 @@ def _fts_phrases(query: LexicalQuery) -> tuple[bool, list[tuple[str, ...]]] | No
     tokens = _query_tokens([*query.terms, *phrases])
     terms = query.terms
     if query.unique_stems:  # the first term (and phrase) of each token sequence
-        terms = _first_per_key(terms, [tokens[t] for t in terms])
-        phrases = _first_per_key(phrases, [tokens[p] for p in phrases])
+        terms = first_per_key(terms, [tokens[t] for t in terms])
+        phrases = first_per_key(phrases, [tokens[p] for p in phrases])
     sequences = [tokens[item] for item in (*terms, *phrases)]
     if conjunctive and any(not found for found in sequences):
         return None  # FTS5: a phrase with no token matches no row

@@ -13,6 +13,7 @@ from dataclasses import replace
 import numpy as np
 
 from mempp.filters import NO_FILTERS, Filters
+from mempp.index.analysis import first_per_key
 from mempp.index.vectors import ExactVectorIndex
 from mempp.search.query import LexicalQuery, storable_query
 from mempp.store.base import followers_in_order
@@ -27,16 +28,6 @@ _FILTERED_KEPT = 8
 def thread_key(alias: str) -> str:
     """A row's place in its thread (the records_thread index expression)."""
     return f"coalesce({alias}.event_key, {alias}.ingested_key)"
-
-
-def _first_per_key(items: Sequence[str], keys: Sequence[tuple[str, ...]]) -> tuple[str, ...]:
-    seen: set[tuple[str, ...]] = set()
-    kept = []
-    for item, key in zip(items, keys, strict=True):
-        if key not in seen:
-            seen.add(key)
-            kept.append(item)
-    return tuple(kept)
 
 
 def fts_match_expression(query: LexicalQuery) -> str | None:
@@ -126,8 +117,8 @@ class _LegsMixin(_ReplicasMixin):
             phrase_tokens = self._term_tokens(list(query.phrases))
         return replace(
             query,
-            terms=_first_per_key(query.terms, term_tokens),
-            phrases=_first_per_key(query.phrases, phrase_tokens),
+            terms=first_per_key(query.terms, term_tokens),
+            phrases=first_per_key(query.phrases, phrase_tokens),
         )
 
     def _lexical_in_ram(
