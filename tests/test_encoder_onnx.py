@@ -276,6 +276,23 @@ def test_default_falls_back_to_numpy_quietly(
 
 @needs_weights
 @needs_onnx
+def test_default_survives_onnx_runtime_failing_with_one_warning(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    import mempp.encoders.minilm_onnx as minilm_onnx
+
+    def broken(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("[ONNXRuntimeError] : 6 : RUNTIME_EXCEPTION : no CPU provider\nmore")
+
+    monkeypatch.setattr(minilm_onnx, "OnnxMiniLMEmbedder", broken)
+    with caplog.at_level("WARNING", logger="mempp.encoders"):
+        assert type(default_embedder()) is MiniLMEmbedder
+    (record,) = caplog.records
+    assert "no CPU provider" in record.getMessage() and "more" not in record.getMessage()
+
+
+@needs_weights
+@needs_onnx
 def test_cached_graph_loads_without_onnx_and_a_damaged_one_is_rebuilt(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path, numpy_encoder: MiniLMEmbedder
 ) -> None:

@@ -1,6 +1,7 @@
 """Sentence encoders: the ``Embedder`` protocol, the implementations mempp ships, and the
 choice of one by name (``--encoder``, ``$MEMPP_ENCODER``, ``embedder_named``)."""
 
+import logging
 import os
 
 from mempp.encoders.base import Embedder
@@ -33,7 +34,7 @@ def default_embedder() -> Embedder:
     (:mod:`mempp.encoders.minilm_onnx`: a question about 2x faster), else in numpy. Both give
     the same vectors (to about 1e-7) under the same name, so either reads a store the other
     filled; the numpy encoder is the quiet fallback, not a degraded mode."""
-    from mempp.encoders.minilm import MiniLMEmbedder
+    from mempp.encoders.minilm import EncoderUnavailable, MiniLMEmbedder
     from mempp.encoders.onnx_graph import OnnxUnavailable, runtime_installed
 
     if runtime_installed():
@@ -43,6 +44,13 @@ def default_embedder() -> Embedder:
             return OnnxMiniLMEmbedder()
         except OnnxUnavailable:  # onnxruntime without onnx, and no graph cached yet
             pass
+        except EncoderUnavailable:  # the weights themselves: numpy would say the same
+            raise
+        except Exception as exc:  # ONNX Runtime failing here must not take the default down
+            first = (str(exc).splitlines() or [type(exc).__name__])[0]
+            logging.getLogger("mempp.encoders").warning(
+                "ONNX Runtime could not run all-MiniLM-L6-v2 (%s); using numpy", first[:200]
+            )
     return MiniLMEmbedder()
 
 

@@ -269,7 +269,7 @@ def cached_session(label: str, weights: Path, variant: str, build: Callable[[], 
     providers = ["CPUExecutionProvider"]
     try:
         target: Path | None = _cache_file(label, weights, variant)
-    except OSError:  # no home, or the weights moved: build without a cache
+    except (OSError, RuntimeError):  # no home (Path.home raises RuntimeError), or moved weights
         target = None
     if target is not None and target.is_file():
         try:

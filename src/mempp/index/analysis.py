@@ -31,12 +31,15 @@ _ROUND_CHUNKS = 2000
 _CACHE_CHUNKS = 200_000
 
 _local = threading.local()
+# One cache per process (threads share it): a server's thread pool would otherwise fill one
+# each, some 40 MB apiece.
+_cache: dict[str, tuple[str, ...]] = {}
+_cache_lock = threading.Lock()
 
 
-def _scratch() -> tuple[sqlite3.Connection, dict[str, tuple[str, ...]]]:
+def _scratch() -> sqlite3.Connection:
     """This thread's in-memory database with an empty contentless FTS5 table of the shared
-    tokenizer and its instance vocabulary (every token, its row and offset), and the tokens
-    of the chunks it has analysed."""
+    tokenizer and its instance vocabulary (every token, its row and offset)."""
     conn: sqlite3.Connection | None = getattr(_local, "conn", None)
     if conn is None:
         conn = sqlite3.connect(":memory:", check_same_thread=False)
@@ -45,8 +48,7 @@ def _scratch() -> tuple[sqlite3.Connection, dict[str, tuple[str, ...]]]:
         )
         conn.execute("CREATE VIRTUAL TABLE analysed_tokens USING fts5vocab(analysed, instance)")
         _local.conn = conn
-        _local.cache = {}
-    return conn, _local.cache
+    return conn
 
 
 def analyze(texts: Sequence[str]) -> list[list[str]]:
@@ -56,18 +58,24 @@ def analyze(texts: Sequence[str]) -> list[list[str]]:
     whitespace-separated chunks and a text's tokens are its chunks' tokens in turn. Chunks
     repeat (words, with their punctuation), so each distinct one goes through FTS5 once
     (reading FTS5's token list costs some 3 us a token, 30 times its tokenizing)."""
-    conn, cache = _scratch()
     split = [text.split() for text in texts]
-    missing = list({chunk: None for chunks in split for chunk in chunks if chunk not in cache})
-    if len(cache) + len(missing) > _CACHE_CHUNKS:
-        cache.clear()
-    for start in range(0, len(missing), _ROUND_CHUNKS):
-        _analyze_round(conn, missing[start : start + _ROUND_CHUNKS], cache)
+    distinct = {chunk: None for chunks in split for chunk in chunks}
+    with _cache_lock:
+        known = {chunk: _cache[chunk] for chunk in distinct if chunk in _cache}
+    missing = [chunk for chunk in distinct if chunk not in known]
+    if missing:
+        conn = _scratch()
+        for start in range(0, len(missing), _ROUND_CHUNKS):
+            _analyze_round(conn, missing[start : start + _ROUND_CHUNKS], known)
+        with _cache_lock:
+            if len(_cache) + len(missing) > _CACHE_CHUNKS:
+                _cache.clear()
+            _cache.update((chunk, known[chunk]) for chunk in missing)
     out = []
     for chunks in split:
         tokens: list[str] = []
         for chunk in chunks:
-            tokens.extend(cache[chunk])
+            tokens.extend(known[chunk])
         out.append(tokens)
     return out
 
@@ -87,10 +95,6 @@ def _analyze_round(
         conn.execute("INSERT INTO analysed (analysed) VALUES ('delete-all')")
     for chunk, tokens in zip(chunks, found, strict=True):
         cache[chunk] = tuple(term for _, term in sorted(tokens))
-
-
-def analyze_one(text: str) -> list[str]:
-    return analyze([text])[0]
 
 
 def terms_of(texts: Sequence[str]) -> list[str]:

@@ -88,18 +88,13 @@ class _VerifyMixin(_PostgresBase):
         """Every row's terms are its text's by today's analysis (``mempp.index.analysis``),
         read in rounds along the primary key, and its tsvector is the one its terms give."""
         differ: list[int] = []
-        after: tuple[str, int] | None = None
+        after: tuple[str, int] = ("", 0)  # before every row: ids start at 1
         while True:
             rows = conn.execute(
                 """SELECT scope, id, text, terms FROM records
-                   WHERE %(first)s OR (scope, id) > (%(scope)s, %(id)s)
+                   WHERE (scope, id) > (%(scope)s, %(id)s)
                    ORDER BY scope, id LIMIT %(limit)s""",
-                {
-                    "first": after is None,
-                    "scope": "" if after is None else after[0],
-                    "id": 0 if after is None else after[1],
-                    "limit": _VERIFY_ROWS,
-                },
+                {"scope": after[0], "id": after[1], "limit": _VERIFY_ROWS},
             ).fetchall()
             if not rows:
                 break

@@ -263,12 +263,12 @@ class _ChangeLogMixin(_RecordsMixin):
         self, conn: sqlite3.Connection, scope: str, run_id: int, inverse: Sequence[StateChange]
     ) -> None:
         ids = [change.record_id for change in inverse]
-        marks = ",".join("?" * len(ids))
-        erased = [
+        erased = [  # one bound JSON array: a run may change more rows than SQLite has variables
             row[0]
             for row in conn.execute(
-                f"SELECT record_id FROM redactions WHERE scope = ? AND record_id IN ({marks})",
-                (scope, *ids),
+                "SELECT record_id FROM redactions WHERE scope = ? "
+                "AND record_id IN (SELECT value FROM json_each(?))",
+                (scope, json.dumps(ids)),
             )
         ]
         if erased:
