@@ -107,8 +107,16 @@ def test_a_span_per_request_and_per_stage_with_real_parents(
     client.post("/v1/records", json={"text": "The launch plan.", "author": "Ana"})
     exporter.clear()
     assert client.post("/v1/search", json={"query": SECRET_QUESTION}).status_code == 200
-    spans = exporter.get_finished_spans()
-    [request] = [s for s in spans if s.name == "POST /v1/search"]
+    # The request's span ends after its response has gone, so the client may read the reply
+    # first: wait (at most 5 s) for the span rather than race it.
+    deadline = time.monotonic() + 5
+    while True:
+        spans = exporter.get_finished_spans()
+        found = [s for s in spans if s.name == "POST /v1/search"]
+        if found or time.monotonic() > deadline:
+            break
+        time.sleep(0.02)
+    [request] = found
     assert request.kind.name == "SERVER"
     assert request.attributes["http.route"] == "/v1/search"
     assert request.attributes["http.response.status_code"] == 200
