@@ -21,9 +21,10 @@ that maps the file, and the rows the catch-up appends go into zero rows saved af
 copies nothing until the file is due again. The header also keeps the index's bound on row
 norms, so a load makes no pass over the codes to find it.
 
-A file that is missing, of another encoder or width, truncated, damaged or stale is refused
-with one logged line naming it and why (``mempp.store``, a warning), then ignored: the store
-reads SQLite, as without a file, and saves a new one; a folder that refuses the file only
+A missing file means the store reads SQLite. One of another encoder or width, truncated,
+damaged or stale is refused with one logged line naming it and why (``mempp.store``, a
+warning), then ignored: the store reads SQLite, as without a file, and saves a new one once
+it holds ``vector_file_min_rows`` rows; a folder that refuses the file only
 means the next process reads SQLite too. An erasure rewrites the file from the index
 (the erased rows' codes zeroed), or removes it: it holds a quantised copy of every vector.
 """
