@@ -433,6 +433,49 @@ class RedactionStore(Protocol):
 #: kind refers only to rows of the kinds before it (or, for ``superseded_by`` and
 #: ``undone_by``, to rows of its own kind, which a restore links once all are in).
 SNAPSHOT_KINDS = ("record", "run", "group", "change", "redaction", "triple", "extraction", "key")
+# The fields of each kind but ``record`` (built by each engine), in the order they are read
+# and written back: the same on every engine (see SnapshotStore).
+SNAPSHOT_FIELDS: dict[str, tuple[str, ...]] = {
+    "run": (
+        "id",
+        "scope",
+        "kind",
+        "dry_run",
+        "started_at",
+        "finished_at",
+        "settings",
+        "counts",
+        "undoes",
+        "undone_by",
+    ),
+    "group": ("scope", "run_id", "group", "label", "members", "detail"),
+    "change": (
+        "id",
+        "scope",
+        "run_id",
+        "group",
+        "label",
+        "record_id",
+        "old_state",
+        "old_superseded_by",
+        "new_state",
+        "new_superseded_by",
+        "merged_id",
+    ),
+    "redaction": ("scope", "record_id", "run_id", "redacted_at", "reason", "actor"),
+    "triple": (
+        "id",
+        "scope",
+        "record_id",
+        "subject",
+        "relation",
+        "object",
+        "subject_key",
+        "object_key",
+    ),
+    "extraction": ("scope", "record_id", "extracted_at", "model", "triples"),
+    "key": ("key_id", "scope", "role", "label", "created_at", "revoked_at", "secret_hash"),
+}
 
 
 @runtime_checkable

@@ -21,6 +21,7 @@ import numpy as np
 from mempp.errors import EncoderMismatch, InvalidInput
 from mempp.index.analysis import terms_of
 from mempp.records import text_hash
+from mempp.store.base import SNAPSHOT_FIELDS
 from mempp.store.postgres.bulk import HNSW_INDEX, hnsw_index_sql, hnsw_state
 from mempp.store.postgres.records import _as_float32, _RecordsMixin
 
@@ -54,47 +55,6 @@ _SELECTS = {
     "key": """SELECT key_id, scope, role, label, created_at, revoked_at, secret_hash
               FROM api_keys r WHERE {scoped} ORDER BY key_id""",
 }
-_FIELDS = {
-    "run": (
-        "id",
-        "scope",
-        "kind",
-        "dry_run",
-        "started_at",
-        "finished_at",
-        "settings",
-        "counts",
-        "undoes",
-        "undone_by",
-    ),
-    "group": ("scope", "run_id", "group", "label", "members", "detail"),
-    "change": (
-        "id",
-        "scope",
-        "run_id",
-        "group",
-        "label",
-        "record_id",
-        "old_state",
-        "old_superseded_by",
-        "new_state",
-        "new_superseded_by",
-        "merged_id",
-    ),
-    "redaction": ("scope", "record_id", "run_id", "redacted_at", "reason", "actor"),
-    "triple": (
-        "id",
-        "scope",
-        "record_id",
-        "subject",
-        "relation",
-        "object",
-        "subject_key",
-        "object_key",
-    ),
-    "extraction": ("scope", "record_id", "extracted_at", "model", "triples"),
-    "key": ("key_id", "scope", "role", "label", "created_at", "revoked_at", "secret_hash"),
-}
 _TIMES = ("started_at", "finished_at", "redacted_at", "extracted_at")
 # Tables whose ids come from an identity sequence, moved past the restored ids at the end.
 _IDENTITIES = ("records", "consolidation_runs", "consolidation_changes", "graph_triples")
@@ -127,7 +87,7 @@ def _record(row: tuple[Any, ...]) -> dict[str, Any]:
 
 
 def _plain(kind: str, row: tuple[Any, ...]) -> dict[str, Any]:
-    fields = dict(zip(_FIELDS[kind], row, strict=True))
+    fields = dict(zip(SNAPSHOT_FIELDS[kind], row, strict=True))
     for name in _TIMES:
         if name in fields:
             fields[name] = _iso(fields[name])
@@ -336,32 +296,32 @@ class _SnapshotMixin(_RecordsMixin):
                        merged_id)
                    OVERRIDING SYSTEM VALUE
                    VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)""",
-                tuple(f[name] for name in _FIELDS["change"]),
+                tuple(f[name] for name in SNAPSHOT_FIELDS["change"]),
             )
         elif kind == "redaction":
             out.execute(
                 """INSERT INTO redactions (scope, record_id, run_id, redacted_at, reason, actor,
                        pending) VALUES (%s, %s, %s, %s::timestamptz, %s, %s, false)""",
-                tuple(f[name] for name in _FIELDS["redaction"]),
+                tuple(f[name] for name in SNAPSHOT_FIELDS["redaction"]),
             )
         elif kind == "triple":
             out.execute(
                 """INSERT INTO graph_triples (id, scope, record_id, subject, relation, object,
                        subject_key, object_key)
                    OVERRIDING SYSTEM VALUE VALUES (%s, %s, %s, %s, %s, %s, %s, %s)""",
-                tuple(f[name] for name in _FIELDS["triple"]),
+                tuple(f[name] for name in SNAPSHOT_FIELDS["triple"]),
             )
         elif kind == "extraction":
             out.execute(
                 """INSERT INTO graph_extractions (scope, record_id, extracted_at, model,
                        triples) VALUES (%s, %s, %s::timestamptz, %s, %s)""",
-                tuple(f[name] for name in _FIELDS["extraction"]),
+                tuple(f[name] for name in SNAPSHOT_FIELDS["extraction"]),
             )
         elif kind == "key":
             out.execute(
                 """INSERT INTO api_keys (key_id, scope, role, label, created_at, revoked_at,
                        secret_hash) VALUES (%s, %s, %s, %s, %s, %s, %s)""",
-                tuple(f[name] for name in _FIELDS["key"]),
+                tuple(f[name] for name in SNAPSHOT_FIELDS["key"]),
             )
         else:
             raise InvalidInput(f"unknown snapshot row kind {kind!r}")

@@ -20,6 +20,7 @@ import numpy as np
 
 from mempp.errors import InvalidInput, StoreError
 from mempp.records import text_hash
+from mempp.store.base import SNAPSHOT_FIELDS
 from mempp.store.sqlite.erasure import ERASED_HASH
 from mempp.store.sqlite.records import _RecordsMixin
 from mempp.store.sqlite.schema import BUSY_TIMEOUT_S, describe_failure
@@ -53,47 +54,6 @@ _SELECTS = {
     "key": """SELECT key_id, scope, role, label, created_at, revoked_at, secret_hash
               FROM api_keys r WHERE {scoped} ORDER BY key_id""",
 }
-_FIELDS = {
-    "run": (
-        "id",
-        "scope",
-        "kind",
-        "dry_run",
-        "started_at",
-        "finished_at",
-        "settings",
-        "counts",
-        "undoes",
-        "undone_by",
-    ),
-    "group": ("scope", "run_id", "group", "label", "members", "detail"),
-    "change": (
-        "id",
-        "scope",
-        "run_id",
-        "group",
-        "label",
-        "record_id",
-        "old_state",
-        "old_superseded_by",
-        "new_state",
-        "new_superseded_by",
-        "merged_id",
-    ),
-    "redaction": ("scope", "record_id", "run_id", "redacted_at", "reason", "actor"),
-    "triple": (
-        "id",
-        "scope",
-        "record_id",
-        "subject",
-        "relation",
-        "object",
-        "subject_key",
-        "object_key",
-    ),
-    "extraction": ("scope", "record_id", "extracted_at", "model", "triples"),
-    "key": ("key_id", "scope", "role", "label", "created_at", "revoked_at", "secret_hash"),
-}
 
 
 def _record(row: tuple[Any, ...]) -> dict[str, Any]:
@@ -119,7 +79,7 @@ def _record(row: tuple[Any, ...]) -> dict[str, Any]:
 
 
 def _plain(kind: str, row: tuple[Any, ...]) -> dict[str, Any]:
-    fields = dict(zip(_FIELDS[kind], row, strict=True))
+    fields = dict(zip(SNAPSHOT_FIELDS[kind], row, strict=True))
     if kind == "run":
         fields["dry_run"] = bool(fields["dry_run"])
         fields["settings"] = json.loads(fields["settings"] or "{}")
@@ -344,19 +304,19 @@ class _SnapshotMixin(_RecordsMixin):
             conn.execute(
                 """INSERT INTO graph_triples (id, scope, record_id, subject, relation, object,
                        subject_key, object_key) VALUES (?, ?, ?, ?, ?, ?, ?, ?)""",
-                tuple(f[name] for name in _FIELDS["triple"]),
+                tuple(f[name] for name in SNAPSHOT_FIELDS["triple"]),
             )
         elif kind == "extraction":
             conn.execute(
                 """INSERT INTO graph_extractions (scope, record_id, extracted_at, model, triples)
                    VALUES (?, ?, ?, ?, ?)""",
-                tuple(f[name] for name in _FIELDS["extraction"]),
+                tuple(f[name] for name in SNAPSHOT_FIELDS["extraction"]),
             )
         elif kind == "key":
             conn.execute(
                 """INSERT INTO api_keys (key_id, scope, role, label, created_at, revoked_at,
                        secret_hash) VALUES (?, ?, ?, ?, ?, ?, ?)""",
-                tuple(f[name] for name in _FIELDS["key"]),
+                tuple(f[name] for name in SNAPSHOT_FIELDS["key"]),
             )
         else:
             raise InvalidInput(f"unknown snapshot row kind {kind!r}")
