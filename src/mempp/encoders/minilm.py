@@ -176,7 +176,25 @@ class _Layer:
     ln2_b: np.ndarray
 
 
-def _load_layers(weights: dict[str, np.ndarray], n_layers: int) -> list[_Layer]:
+@dataclass(frozen=True)
+class LayerNames:
+    """Where a layer's attention tensors sit under ``encoder.layer.{i}.`` (BERT's names; the
+    feed-forward and its LayerNorm are named alike in BERT and MPNet)."""
+
+    query: str = "attention.self.query"
+    key: str = "attention.self.key"
+    value: str = "attention.self.value"
+    out: str = "attention.output.dense"
+    ln1: str = "attention.output.LayerNorm"
+
+
+def _load_layers(
+    weights: dict[str, np.ndarray],
+    n_layers: int,
+    *,
+    head_dim: int = _HEAD_DIM,
+    names: LayerNames = LayerNames(),
+) -> list[_Layer]:
     def f32(name: str) -> np.ndarray:
         return np.ascontiguousarray(weights[name], dtype=np.float32)
 
@@ -184,25 +202,21 @@ def _load_layers(weights: dict[str, np.ndarray], n_layers: int) -> list[_Layer]:
         # torch stores (out, in); x @ W wants (in, out), laid out once here.
         return np.ascontiguousarray(weights[name + ".weight"].T, dtype=np.float32)
 
-    scale = np.float32(1.0 / np.sqrt(_HEAD_DIM))
+    scale = np.float32(1.0 / np.sqrt(head_dim))
     layers = []
     for i in range(n_layers):
         p = f"encoder.layer.{i}."
-        att = p + "attention.self."
-        w_qkv = np.concatenate(
-            [dense_t(att + "query") * scale, dense_t(att + "key"), dense_t(att + "value")], axis=1
-        )
-        b_qkv = np.concatenate(
-            [f32(att + "query.bias") * scale, f32(att + "key.bias"), f32(att + "value.bias")]
-        )
+        q, k, v = p + names.query, p + names.key, p + names.value
+        w_qkv = np.concatenate([dense_t(q) * scale, dense_t(k), dense_t(v)], axis=1)
+        b_qkv = np.concatenate([f32(q + ".bias") * scale, f32(k + ".bias"), f32(v + ".bias")])
         layers.append(
             _Layer(
                 w_qkv=np.ascontiguousarray(w_qkv),
                 b_qkv=b_qkv,
-                w_out=dense_t(p + "attention.output.dense"),
-                b_out=f32(p + "attention.output.dense.bias"),
-                ln1_g=f32(p + "attention.output.LayerNorm.weight"),
-                ln1_b=f32(p + "attention.output.LayerNorm.bias"),
+                w_out=dense_t(p + names.out),
+                b_out=f32(p + names.out + ".bias"),
+                ln1_g=f32(p + names.ln1 + ".weight"),
+                ln1_b=f32(p + names.ln1 + ".bias"),
                 w_up=dense_t(p + "intermediate.dense"),
                 b_up=f32(p + "intermediate.dense.bias"),
                 w_down=dense_t(p + "output.dense"),

@@ -20,14 +20,20 @@ import math
 import re
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 from safetensors.numpy import load_file
 from tokenizers import Encoding, Tokenizer
 
-from mempp.encoders.minilm import EncoderUnavailable, _cores, _gelu_
+from mempp.encoders.minilm import (
+    EncoderUnavailable,
+    LayerNames,
+    _cores,
+    _gelu_,
+    _Layer,
+    _load_layers,
+)
 from mempp.threads.blas import one_blas_thread
 
 __all__ = ["MPNetEmbedder"]
@@ -126,57 +132,14 @@ def _attention(qkv: np.ndarray, bias: np.ndarray, key_bias: np.ndarray | None) -
     return context.reshape(n * seq, _HIDDEN)
 
 
-@dataclass(frozen=True)
-class _Layer:
-    w_qkv: np.ndarray  # (hidden, 3*hidden); the query part pre-scaled by 1/sqrt(head_dim)
-    b_qkv: np.ndarray
-    w_out: np.ndarray
-    b_out: np.ndarray
-    ln1_g: np.ndarray
-    ln1_b: np.ndarray
-    w_up: np.ndarray
-    b_up: np.ndarray
-    w_down: np.ndarray
-    b_down: np.ndarray
-    ln2_g: np.ndarray
-    ln2_b: np.ndarray
-
-
-def _load_layers(weights: dict[str, np.ndarray], n_layers: int) -> list[_Layer]:
-    def f32(name: str) -> np.ndarray:
-        return np.ascontiguousarray(weights[name], dtype=np.float32)
-
-    def dense_t(name: str) -> np.ndarray:
-        return np.ascontiguousarray(weights[name + ".weight"].T, dtype=np.float32)
-
-    scale = np.float32(1.0 / np.sqrt(_HEAD_DIM))
-    layers = []
-    for i in range(n_layers):
-        p = f"encoder.layer.{i}."
-        att = p + "attention.attn."
-        w_qkv = np.concatenate(
-            [dense_t(att + "q") * scale, dense_t(att + "k"), dense_t(att + "v")], axis=1
-        )
-        b_qkv = np.concatenate(
-            [f32(att + "q.bias") * scale, f32(att + "k.bias"), f32(att + "v.bias")]
-        )
-        layers.append(
-            _Layer(
-                w_qkv=np.ascontiguousarray(w_qkv),
-                b_qkv=b_qkv,
-                w_out=dense_t(att + "o"),
-                b_out=f32(att + "o.bias"),
-                ln1_g=f32(p + "attention.LayerNorm.weight"),
-                ln1_b=f32(p + "attention.LayerNorm.bias"),
-                w_up=dense_t(p + "intermediate.dense"),
-                b_up=f32(p + "intermediate.dense.bias"),
-                w_down=dense_t(p + "output.dense"),
-                b_down=f32(p + "output.dense.bias"),
-                ln2_g=f32(p + "output.LayerNorm.weight"),
-                ln2_b=f32(p + "output.LayerNorm.bias"),
-            )
-        )
-    return layers
+# MPNet's attention tensors under encoder.layer.{i}. (the rest are named as in BERT).
+_NAMES = LayerNames(
+    query="attention.attn.q",
+    key="attention.attn.k",
+    value="attention.attn.v",
+    out="attention.attn.o",
+    ln1="attention.LayerNorm",
+)
 
 
 class MPNetEmbedder:
@@ -243,7 +206,7 @@ class MPNetEmbedder:
         self._position = self._position_table[start : start + max_tokens]
         self._emb_ln_g = np.asarray(weights["embeddings.LayerNorm.weight"], dtype=np.float32)
         self._emb_ln_b = np.asarray(weights["embeddings.LayerNorm.bias"], dtype=np.float32)
-        self._layers = _load_layers(weights, n_layers)
+        self._layers = _load_layers(weights, n_layers, head_dim=_HEAD_DIM, names=_NAMES)
         self._position_bias = position_bias(weights[RELATIVE_BIAS], max_tokens)
 
     @property
