@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
 from safetensors.numpy import load_file
@@ -236,7 +237,88 @@ def _cores() -> int:
         return os.cpu_count() or 1
 
 
-class MiniLMEmbedder:
+class PieceBatchedEncoder:
+    """What the transformer encoders (MiniLM here, MPNet in :mod:`mempp.encoders.mpnet`) share
+    around their forward pass: tokenizing with the cut at ``max_tokens`` word pieces, grouping
+    inputs of similar length within the token budget, and running the groups on ``workers``
+    threads. A subclass sets ``_boundary`` (where its tokenizer always ends a word), the
+    attributes annotated below (in its ``__init__``), ``dim`` and ``_forward``."""
+
+    _boundary: ClassVar[re.Pattern[str]]
+    _tokenizer: Tokenizer
+    _max_tokens: int
+    _batch_size: int
+    _workers: int
+
+    @property
+    def dim(self) -> int:
+        raise NotImplementedError
+
+    def _forward(self, ids: list[list[int]], lengths: np.ndarray) -> np.ndarray:
+        raise NotImplementedError
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        out = np.empty((len(texts), self.dim), dtype=np.float32)
+        if len(texts) == 0:
+            return out
+        ids = [enc.ids for enc in self._encode(texts)]
+        lengths = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
+        batches = self._batches(lengths)
+
+        def forward(members: np.ndarray) -> np.ndarray:
+            return self._forward([ids[i] for i in members], lengths[members])
+
+        if len(batches) == 1 and int(lengths.sum()) <= _SMALL_CALL_TOKENS:
+            with one_blas_thread():  # a question: see _SMALL_CALL_TOKENS
+                out[batches[0]] = forward(batches[0])
+            return out
+        if len(batches) == 1 or self._workers == 1:
+            for members in batches:
+                out[members] = forward(members)
+            return out
+        with one_blas_thread(), ThreadPoolExecutor(self._workers) as pool:
+            for members, vectors in zip(batches, pool.map(forward, batches), strict=True):
+                out[members] = vectors
+        return out
+
+    def _batches(self, lengths: np.ndarray) -> list[np.ndarray]:
+        """Input positions grouped by similar length, each group within the token budget."""
+        order = np.argsort(lengths, kind="stable")
+        batches = []
+        start = 0
+        while start < len(order):
+            # Sorted by length, so the last member of a batch sets its padded length.
+            stop = min(start + self._batch_size, len(order))
+            while stop - start > 1 and (stop - start) * lengths[order[stop - 1]] > _TOKEN_BUDGET:
+                stop -= 1
+            batches.append(order[start:stop])
+            start = stop
+        return batches
+
+    def _encode(self, texts: Sequence[str]) -> list[Encoding]:
+        """Tokenize, reading only as much of each long text as the cut at max_tokens needs."""
+        first_cut = self._max_tokens * _CHARS_PER_PIECE
+        heads = [self._head(t, first_cut) for t in texts]
+        encodings = self._tokenizer.encode_batch(heads)
+        for i, (text, head) in enumerate(zip(texts, heads, strict=True)):
+            cut = first_cut
+            # A head that fills the window already yields the pieces of the whole text.
+            while len(head) < len(text) and len(encodings[i].ids) < self._max_tokens:
+                cut *= 2
+                head = self._head(text, cut)
+                encodings[i] = self._tokenizer.encode(head)
+        return encodings
+
+    @classmethod
+    def _head(cls, text: str, cut: int) -> str:
+        """The text up to the first word boundary at or after ``cut``, or all of it."""
+        if len(text) <= cut:
+            return text
+        match = cls._boundary.search(text, cut)
+        return text if match is None else text[: match.start()]
+
+
+class MiniLMEmbedder(PieceBatchedEncoder):
     """sentence-transformers/all-MiniLM-L6-v2 with inputs cut at ``max_tokens`` word pieces.
 
     Vectors match sentence-transformers (``max_seq_length=256``, ``normalize_embeddings=True``)
@@ -249,6 +331,8 @@ class MiniLMEmbedder:
     where one multi-threaded BLAS leaves the other cores waiting (measured 1.16-1.23x faster
     on 2 cores, `benchmarks/bench_encoder.py --serial`).
     """
+
+    _boundary = _BOUNDARY
 
     def __init__(
         self,
@@ -314,66 +398,6 @@ class MiniLMEmbedder:
     @property
     def dim(self) -> int:
         return _HIDDEN
-
-    def embed(self, texts: Sequence[str]) -> np.ndarray:
-        out = np.empty((len(texts), _HIDDEN), dtype=np.float32)
-        if len(texts) == 0:
-            return out
-        ids = [enc.ids for enc in self._encode(texts)]
-        lengths = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
-        batches = self._batches(lengths)
-
-        def forward(members: np.ndarray) -> np.ndarray:
-            return self._forward([ids[i] for i in members], lengths[members])
-
-        if len(batches) == 1 and int(lengths.sum()) <= _SMALL_CALL_TOKENS:
-            with one_blas_thread():  # a question: see _SMALL_CALL_TOKENS
-                out[batches[0]] = forward(batches[0])
-            return out
-        if len(batches) == 1 or self._workers == 1:
-            for members in batches:
-                out[members] = forward(members)
-            return out
-        with one_blas_thread(), ThreadPoolExecutor(self._workers) as pool:
-            for members, vectors in zip(batches, pool.map(forward, batches), strict=True):
-                out[members] = vectors
-        return out
-
-    def _batches(self, lengths: np.ndarray) -> list[np.ndarray]:
-        """Input positions grouped by similar length, each group within the token budget."""
-        order = np.argsort(lengths, kind="stable")
-        batches = []
-        start = 0
-        while start < len(order):
-            # Sorted by length, so the last member of a batch sets its padded length.
-            stop = min(start + self._batch_size, len(order))
-            while stop - start > 1 and (stop - start) * lengths[order[stop - 1]] > _TOKEN_BUDGET:
-                stop -= 1
-            batches.append(order[start:stop])
-            start = stop
-        return batches
-
-    def _encode(self, texts: Sequence[str]) -> list[Encoding]:
-        """Tokenize, reading only as much of each long text as the cut at max_tokens needs."""
-        first_cut = self._max_tokens * _CHARS_PER_PIECE
-        heads = [self._head(t, first_cut) for t in texts]
-        encodings = self._tokenizer.encode_batch(heads)
-        for i, (text, head) in enumerate(zip(texts, heads, strict=True)):
-            cut = first_cut
-            # A head that fills the window already yields the pieces of the whole text.
-            while len(head) < len(text) and len(encodings[i].ids) < self._max_tokens:
-                cut *= 2
-                head = self._head(text, cut)
-                encodings[i] = self._tokenizer.encode(head)
-        return encodings
-
-    @staticmethod
-    def _head(text: str, cut: int) -> str:
-        """The text up to the first word boundary at or after ``cut``, or all of it."""
-        if len(text) <= cut:
-            return text
-        match = _BOUNDARY.search(text, cut)
-        return text if match is None else text[: match.start()]
 
     def _forward(self, ids: list[list[int]], lengths: np.ndarray) -> np.ndarray:
         n, seq = len(ids), int(lengths.max())

@@ -18,23 +18,21 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
 from safetensors.numpy import load_file
-from tokenizers import Encoding, Tokenizer
+from tokenizers import Tokenizer
 
 from mempp.encoders.minilm import (
     EncoderUnavailable,
     LayerNames,
+    PieceBatchedEncoder,
     _cores,
     _gelu_,
     _Layer,
     _load_layers,
 )
-from mempp.threads.blas import one_blas_thread
 
 __all__ = ["MPNetEmbedder"]
 
@@ -45,14 +43,12 @@ _PAD_ID = 1  # positions count from the padding id on: the first piece sits at p
 _BUCKETS = 32
 RELATIVE_BIAS = "encoder.relative_attention_bias.weight"
 _MAX_DISTANCE = 128
-
-_TOKEN_BUDGET = 2048
+# Token budget, small-call threading and the cut of long texts: as MiniLM's
+# (mempp.encoders.minilm.PieceBatchedEncoder).
 _GELU_ROWS = 64
 _ATTENTION_BLOCK = 4096 * _HEAD_DIM
-_SMALL_CALL_TOKENS = 256
 _SUM_MIN = np.float32(1e-30)
 _SUM_MAX = np.float32(1e30)
-_CHARS_PER_PIECE = 8
 # Whitespace always ends a word for the MPNet (BERT) pre-tokenizer and is never inside one of
 # its special tokens ("</s>", "<mask>"), so cutting a text in front of it never changes the
 # pieces before the cut. Punctuation is left out: "<", "/" and ">" may belong to "</s>".
@@ -142,10 +138,12 @@ _NAMES = LayerNames(
 )
 
 
-class MPNetEmbedder:
+class MPNetEmbedder(PieceBatchedEncoder):
     """sentence-transformers/all-mpnet-base-v2 with inputs cut at ``max_tokens`` word pieces
     (384, the model's ``max_seq_length``). Thread-safe after construction; ``workers`` as for
     :class:`~mempp.encoders.minilm.MiniLMEmbedder`."""
+
+    _boundary = _BOUNDARY
 
     def __init__(
         self,
@@ -217,55 +215,6 @@ class MPNetEmbedder:
     def dim(self) -> int:
         return _HIDDEN
 
-    def embed(self, texts: Sequence[str]) -> np.ndarray:
-        out = np.empty((len(texts), _HIDDEN), dtype=np.float32)
-        if len(texts) == 0:
-            return out
-        ids = [enc.ids for enc in self._encode(texts)]
-        lengths = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
-        batches = self._batches(lengths)
-
-        def forward(members: np.ndarray) -> np.ndarray:
-            return self._forward([ids[i] for i in members], lengths[members])
-
-        if len(batches) == 1 and int(lengths.sum()) <= _SMALL_CALL_TOKENS:
-            with one_blas_thread():
-                out[batches[0]] = forward(batches[0])
-            return out
-        if len(batches) == 1 or self._workers == 1:
-            for members in batches:
-                out[members] = forward(members)
-            return out
-        with one_blas_thread(), ThreadPoolExecutor(self._workers) as pool:
-            for members, vectors in zip(batches, pool.map(forward, batches), strict=True):
-                out[members] = vectors
-        return out
-
-    def _batches(self, lengths: np.ndarray) -> list[np.ndarray]:
-        order = np.argsort(lengths, kind="stable")
-        batches = []
-        start = 0
-        while start < len(order):
-            stop = min(start + self._batch_size, len(order))
-            while stop - start > 1 and (stop - start) * lengths[order[stop - 1]] > _TOKEN_BUDGET:
-                stop -= 1
-            batches.append(order[start:stop])
-            start = stop
-        return batches
-
-    def _encode(self, texts: Sequence[str]) -> list[Encoding]:
-        """Tokenize, reading only as much of each long text as the cut at max_tokens needs."""
-        first_cut = self._max_tokens * _CHARS_PER_PIECE
-        heads = [_head(t, first_cut) for t in texts]
-        encodings = self._tokenizer.encode_batch(heads)
-        for i, (text, head) in enumerate(zip(texts, heads, strict=True)):
-            cut = first_cut
-            while len(head) < len(text) and len(encodings[i].ids) < self._max_tokens:
-                cut *= 2
-                head = _head(text, cut)
-                encodings[i] = self._tokenizer.encode(head)
-        return encodings
-
     def _forward(self, ids: list[list[int]], lengths: np.ndarray) -> np.ndarray:
         n, seq = len(ids), int(lengths.max())
         tokens = np.full((n, seq), _PAD_ID, dtype=np.int64)
@@ -332,11 +281,3 @@ def literal_pad_positions(tokens: np.ndarray, valid: np.ndarray) -> np.ndarray |
     # pieces after it without it.
     real = ~literal_pad
     return np.where(real, np.cumsum(real, axis=1) + _PAD_ID, _PAD_ID)
-
-
-def _head(text: str, cut: int) -> str:
-    """The text up to the first whitespace at or after ``cut``, or all of it."""
-    if len(text) <= cut:
-        return text
-    match = _BOUNDARY.search(text, cut)
-    return text if match is None else text[: match.start()]
