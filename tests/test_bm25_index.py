@@ -239,6 +239,11 @@ def test_an_index_assembled_in_bulk_is_the_one_built_by_appends() -> None:
     batches = list(_batches(rng, rows=2000, terms=50, parts=1))
     grouped = _groups(batches)
     names, indptr, ids, tf = bm25.flat_postings(grouped)
+    chunked = bm25.flat_postings(grouped, chunk=50)  # a chunk every few terms
+    assert chunked[0] == names
+    assert all(
+        a.tolist() == b.tolist() for a, b in zip(chunked[1:], (indptr, ids, tf), strict=True)
+    )
     one_by_one = bm25.postings_from_groups(grouped)
     assert names == [term for term, _ in grouped]
     for number, term in enumerate(names):

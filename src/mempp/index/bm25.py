@@ -550,29 +550,51 @@ class Bm25Index:
 FlatPostings = tuple[list[str], np.ndarray, np.ndarray, np.ndarray]
 
 
-def flat_postings(grouped: Iterable[tuple[str, str]]) -> FlatPostings:
+def flat_postings(grouped: Iterable[tuple[str, str]], chunk: int = 1 << 25) -> FlatPostings:
     """``postings_from_groups`` for every term at once, as CSR arrays (``Bm25Index.from_flat``):
-    the groups' id lists are joined and parsed in one pass, so the cost is per pair, not per
-    term."""
+    the id lists of up to ``chunk`` characters of groups are joined and parsed in one pass, so
+    the cost is per pair, not per term, and the memory held aside a chunk's (32 MB of text)."""
     names: list[str] = []
+    pairs: list[np.ndarray] = []  # per chunk: each term's number of pairs
+    ids: list[np.ndarray] = []
+    tfs: list[np.ndarray] = []
     lists: list[str] = []
+    held = 0
     for term, joined in grouped:
         names.append(term)
         lists.append(joined)
+        held += len(joined)
+        if held >= chunk:
+            _flat_chunk(lists, pairs, ids, tfs)
+            lists, held = [], 0
+    if lists:
+        _flat_chunk(lists, pairs, ids, tfs)
+    indptr = np.zeros(len(names) + 1, dtype=np.int64)
+    if pairs:
+        np.cumsum(np.concatenate(pairs), out=indptr[1:])
+    if not ids:
+        return names, indptr, _NO_IDS, _NO_IDS
+    return names, indptr, np.concatenate(ids), np.concatenate(tfs)
+
+
+def _flat_chunk(
+    lists: Sequence[str], pairs: list[np.ndarray], ids: list[np.ndarray], tfs: list[np.ndarray]
+) -> None:
+    """Parse one chunk of groups' id lists (one id per occurrence) into pairs."""
     sizes = np.fromiter((g.count(",") + 1 for g in lists), dtype=np.int64, count=len(lists))
-    occurrences = np.fromstring(",".join(lists), dtype=np.int64, sep=",") if lists else _NO_IDS
+    occurrences = np.fromstring(",".join(lists), dtype=np.int64, sep=",")
     if len(occurrences) != int(sizes.sum()):
         raise ValueError("the postings' id lists do not parse")
-    term_of = np.repeat(np.arange(len(names), dtype=np.int64), sizes)
-    if len(occurrences) > 1:
+    term_of = np.repeat(np.arange(len(lists), dtype=np.int64), sizes)
+    same_term = term_of[1:] == term_of[:-1]
+    if bool(np.any((occurrences[1:] < occurrences[:-1]) & same_term)):
         order = np.lexsort((occurrences, term_of))  # FTS5 lists them by id; never rely on it
         occurrences, term_of = occurrences[order], term_of[order]
-    new = np.r_[True, (occurrences[1:] != occurrences[:-1]) | (term_of[1:] != term_of[:-1])]
-    starts = np.flatnonzero(new[: len(occurrences)])
-    counts = np.diff(np.r_[starts, len(occurrences)])
-    indptr = np.zeros(len(names) + 1, dtype=np.int64)
-    np.cumsum(np.bincount(term_of[starts], minlength=len(names)), out=indptr[1:])
-    return names, indptr, occurrences[starts], counts
+        same_term = term_of[1:] == term_of[:-1]
+    starts = np.flatnonzero(np.r_[True, (occurrences[1:] != occurrences[:-1]) | ~same_term])
+    pairs.append(np.bincount(term_of[starts], minlength=len(lists)))
+    ids.append(occurrences[starts])
+    tfs.append(np.diff(np.r_[starts, len(occurrences)]))
 
 
 _NO_IDS = np.empty(0, dtype=np.int64)
