@@ -73,6 +73,7 @@ QUESTIONS = [
     "https://docs.example.com/v1.2/setup",
     "docs setup install",
     "release v1.2.3",
+    "v1.2.3",  # no term, only phrases: FTS5's OR matches them, and so does PostgreSQL
     "2024.10 and 3.14",
     "ana@example.com budget",
     "data-driven plan",
