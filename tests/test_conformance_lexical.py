@@ -288,6 +288,8 @@ def _tenants(location: str, *, large: bool = False) -> dict[str, list[tuple[str,
         for name in ("a", "b"):
             memories[name].add_many(texts[name][: halves[name]])
         memories["a"].search(QUESTIONS[0], settings=MODES["default"])
+        if large and "://" not in location:  # it was built in its thread, and waited for
+            assert memories["a"].store._bm25_thread is not None  # type: ignore[attr-defined]
         for name in ("b", "a"):
             memories[name].add_many(texts[name][halves[name] :])
         return {
