@@ -1,10 +1,12 @@
 """How much another tenant's documents move a scope's lexical ranking on SQLite.
 
-SQLite ranks with FTS5 ``bm25()``, whose collection statistics (document count, mean length,
-each term's document frequency) cover the whole table, every scope of the file; PostgreSQL's
-BM25 replica counts per scope. This builds tenant A alone, then the same A beside a tenant B
-of ``--other`` documents whose words overlap A's queries, and compares A's results query by
-query: the lexical leg's top 10 and the fused search's top 10.
+FTS5's ``bm25()`` takes its collection statistics (document count, mean length, each term's
+document frequency) over the whole table, every scope of the file; so a file of several
+scopes ranks through the BM25 replica under the scope's own statistics instead
+(``mempp.store.sqlite.tenants``), as PostgreSQL's per-scope replica does. This builds tenant
+A alone, then the same A beside a tenant B of ``--other`` documents whose words overlap A's
+queries, and compares A's results query by query: the lexical leg's top 10 and the fused
+search's top 10 (the same lists now; ``docs/architecture.md`` has the figures of before).
 
     python benchmarks/bench_tenant_bm25.py --docs 1000 --other 10000 --queries 100
 """

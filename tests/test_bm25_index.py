@@ -223,3 +223,91 @@ def test_postings_from_groups_counts_occurrences() -> None:
         "plan": ([7], [1.0]),
         "odd": ([2, 8], [1.0, 2.0]),
     }
+
+
+def _groups(batches) -> list[tuple[str, str]]:
+    """The batches as FTS5's fts5vocab rows grouped by term: one id per occurrence."""
+    merged: dict[str, list[int]] = {}
+    for postings, _, _ in batches:
+        for term, (ids, tf) in postings.items():
+            merged.setdefault(term, []).extend(np.repeat(ids, tf.astype(int)).tolist())
+    return [(term, ",".join(map(str, merged[term]))) for term in sorted(merged)]
+
+
+def test_an_index_assembled_in_bulk_is_the_one_built_by_appends() -> None:
+    rng = np.random.default_rng(5)
+    batches = list(_batches(rng, rows=2000, terms=50, parts=1))
+    grouped = _groups(batches)
+    names, indptr, ids, tf = bm25.flat_postings(grouped)
+    chunked = bm25.flat_postings(grouped, chunk=50)  # a chunk every few terms
+    assert chunked[0] == names
+    assert all(
+        a.tolist() == b.tolist() for a, b in zip(chunked[1:], (indptr, ids, tf), strict=True)
+    )
+    one_by_one = bm25.postings_from_groups(grouped)
+    assert names == [term for term, _ in grouped]
+    for number, term in enumerate(names):
+        begin, end = indptr[number], indptr[number + 1]
+        assert ids[begin:end].tolist() == one_by_one[term][0].tolist()
+        assert tf[begin:end].tolist() == one_by_one[term][1].tolist()
+    bulk = Bm25Index.from_flat((names, indptr, ids, tf), 2000, 2000)
+    appended = Bm25Index()
+    appended.add_postings(one_by_one, 2000, 2000)
+    assert (bulk.rows, bulk.tokens, bulk.max_id) == (appended.rows, appended.tokens, 2000)
+    for trial in range(30):
+        query = [f"t{int(t)}" for t in rng.integers(0, 55, int(rng.integers(1, 4)))]
+        conjunctive = trial % 3 == 0
+        a_ids, a_score = bulk.scored(query, conjunctive)
+        b_ids, b_score = appended.scored(query, conjunctive)
+        assert a_ids.tolist() == b_ids.tolist()
+        assert a_score[a_ids].tolist() == b_score[b_ids].tolist()  # bit for bit
+    assert bm25.flat_postings([])[0] == [] and Bm25Index.from_flat(bm25.flat_postings([]), 0, 0)
+
+
+def test_a_subsets_statistics_score_as_an_index_of_its_rows_alone() -> None:
+    # A tenant's rows in a shared index (``among``) score bit for bit as an index holding
+    # only them, which is how PostgreSQL's per-scope replica scores them.
+    rng = np.random.default_rng(8)
+    batches = list(_batches(rng, rows=2500, terms=40, parts=3))
+    members = np.zeros(2501, dtype=bool)
+    members[1:] = rng.random(2500) < 0.3
+    shared, alone = Bm25Index(), Bm25Index()
+    for postings, _, max_id in batches:
+        shared.add_postings(postings, 0, max_id)  # rows counted below
+        mine = {}
+        for term, (ids, tf) in postings.items():
+            keep = members[ids]
+            if keep.any():
+                mine[term] = (ids[keep], tf[keep])
+        alone.add_postings(mine, 0, max_id)
+    shared.rows, alone.rows = 2500, int(members.sum())  # rows without tokens count too
+    among = shared.among(members)
+    assert (among.rows, among.tokens) == (alone.rows, alone.tokens)
+    for trial in range(30):
+        query = [f"t{int(t)}" for t in rng.integers(0, 45, int(rng.integers(1, 4)))]
+        conjunctive = trial % 4 == 0
+        got_ids, got = shared.scored(query, conjunctive, among=among)
+        want_ids, want = alone.scored(query, conjunctive)
+        got_ids = got_ids[members[got_ids]]
+        assert got_ids.tolist() == want_ids.tolist()
+        assert got[got_ids].tolist() == want[want_ids].tolist()  # bit for bit
+        eligible = lambda ids: ids % 3 != 0  # noqa: E731
+        assert shared.search(query, conjunctive, eligible, 20, among=among) == alone.search(
+            query, conjunctive, eligible, 20
+        )
+
+
+def test_a_phrases_frequencies_are_recovered_from_its_score() -> None:
+    rng = np.random.default_rng(2)
+    batches = list(_batches(rng, rows=1200, terms=30, parts=2))
+    index = Bm25Index()
+    for postings, new_rows, max_id in batches:
+        index.add_postings(postings, new_rows, max_id)
+    for matches in (3, 400, 1100):  # the last past half the rows: idf is 1e-6
+        ids = np.sort(rng.choice(np.arange(1, 1201), matches, replace=False))
+        tf = rng.integers(1, 500, matches).astype(np.float64)
+        scores = index.phrase_scores(ids, tf, matches)
+        found = bm25.frequencies_from_scores(
+            scores, index.lengths(ids), index.rows, index.tokens, matches
+        )
+        assert found.tolist() == tf.tolist()

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from mempp import InvalidInput, Settings, render_evidence
+from mempp.bench.metrics import as_budgeted, window_chars, window_recall
 from mempp.records import Hit, Record
+from mempp.search.evidence import correction_note, note_allowance
 from mempp.search.packing import PackingOptions
 
 
@@ -167,3 +171,78 @@ def test_packing_needs_a_query_and_options() -> None:
         render_evidence(hits, packing=PACKED)
     with pytest.raises(InvalidInput):
         render_evidence(hits, packing={"cap": 10}, query="x")  # type: ignore[arg-type]
+
+
+def _corrected(hit: Hit, by: int = 99) -> Hit:
+    """The hit as a question that can see its correction sees it."""
+    record = dataclasses.replace(hit.record, superseded_by=by)
+    return dataclasses.replace(hit, record=record, superseded_on="2024-07-01")
+
+
+@pytest.fixture
+def long_hits(keyword_memory):
+    """Three hits of 1,200 characters: a window around them allows a note (a fiftieth)."""
+    for day in (5, 6, 7):
+        keyword_memory.add(f"budget review {day}: " + "figures " * 148, date=f"2024-01-0{day}")
+    return keyword_memory.search("budget", settings=Settings(reserve=0))
+
+
+def test_a_correction_note_does_not_push_evidence_out_of_the_budget(long_hits) -> None:
+    # Issue 30: a "superseded by record N (DATE)" note cost answer-window recall. The budget
+    # that holds the block whole without the note holds it whole with it.
+    hits = long_hits
+    plain = render_evidence(hits)
+    corrected = [_corrected(hits[0]), *hits[1:]]
+    note = correction_note(corrected[0])
+    assert note == " | superseded by record 99 (2024-07-01)"
+    for budget in (len(plain.text), len(plain.text) - 7):
+        before = render_evidence(hits, budget=budget)
+        after = render_evidence(corrected, budget=budget)
+        assert [(r.id, r.truncated, r.shown) for r in after.rows] == [
+            (r.id, r.truncated, r.shown) for r in before.rows
+        ]
+        assert len(after.text) == len(before.text) + len(note) <= budget + note_allowance(budget)
+        assert after.rows[0].note == len(note) and after.text.split("\n", 1)[0].endswith(note)
+        assert after.counted == len(before.text)
+
+
+def test_notes_past_their_allowance_count_against_the_budget(keyword_memory) -> None:
+    for day in range(1, 29):
+        keyword_memory.add(f"budget entry {day}", date=f"2024-02-{day:02d}")
+    hits = [_corrected(h) for h in keyword_memory.search("budget", k=28)]
+    note = len(correction_note(hits[0]))
+    budget = 1000  # an allowance of 20 characters: less than one note
+    evidence = render_evidence(hits, budget=budget)
+    assert note_allowance(budget) == 20 < note
+    assert len(evidence.text) <= budget + note_allowance(budget)
+    assert evidence.counted is not None and evidence.counted <= budget
+    assert len(evidence.text) - evidence.counted == 20  # the allowance, all used
+    plain = render_evidence(
+        [dataclasses.replace(h, superseded_on=None) for h in hits], budget=budget
+    )
+    assert len(evidence.rows) < len(plain.rows)  # the notes past it took room
+
+
+def test_the_benchmark_window_counts_what_the_budget_counts(long_hits) -> None:
+    # The bench places entries in its answer window as a budget of that many characters
+    # does: a note within the allowance moves nothing.
+    from mempp.bench.retrieve import from_hits
+
+    hits = long_hits
+    items = {hit.id: (f"item-{hit.id}",) for hit in hits}
+    plain = from_hits(hits, items, "headers")
+    corrected = from_hits([_corrected(hits[0]), *hits[1:]], items, "headers")
+    window = plain.window[-1].offset + 5  # the window ends just inside the last entry
+    moved = as_budgeted(corrected.window, window)
+    assert [(e.offset, e.length, e.spans) for e in moved] == [
+        (e.offset, e.length, e.spans) for e in as_budgeted(plain.window, window)
+    ]
+    gold = [f"item-{hits[-1].id}"]
+    assert window_recall(moved, gold, window) == window_recall(plain.window, gold, window)
+    # Placed by raw characters, as before, the note pushed the last entry out.
+    assert window_recall(corrected.window, gold, window) != window_recall(
+        plain.window, gold, window
+    )
+    assert window_chars(corrected.window, window) == window + len(
+        correction_note(_corrected(hits[0]))
+    )

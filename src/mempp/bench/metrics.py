@@ -26,6 +26,8 @@ import math
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
+from mempp.search.evidence import note_allowance
+
 Ranked = Sequence[Collection[str]]
 
 
@@ -87,17 +89,46 @@ class WindowEntry:
 
     ``spans`` (records only) place the text of the record the entry shows:
     ``(offset in the entry, offset in the record, length)`` per contiguous piece; empty where
-    that is not recorded (chunks).
+    that is not recorded (chunks). ``note``: the length of the correction note ending the
+    entry's header (``mempp.search.evidence``), which a budget does not count.
     """
 
     offset: int
     length: int
     items: Mapping[str, int]
     spans: tuple[tuple[int, int, int], ...] = ()
+    note: int = 0
 
     @property
     def end(self) -> int:
         return self.offset + self.length
+
+
+def as_budgeted(entries: Sequence[WindowEntry], window: int) -> list[WindowEntry]:
+    """The entries placed as a budget of ``window`` characters counts them: each correction
+    note left out while ``note_allowance(window)`` lasts, as ``render_evidence`` does. A note
+    ends its entry's header, so the entry's text moves back by it."""
+    free = note_allowance(window)
+    placed = []
+    skipped = 0  # note characters not counted before the entry
+    for entry in entries:
+        own = min(entry.note, free)
+        free -= own
+        spans = tuple((inside - own, source, length) for inside, source, length in entry.spans)
+        placed.append(WindowEntry(entry.offset - skipped, entry.length - own, entry.items, spans))
+        skipped += own
+    return placed
+
+
+def window_chars(entries: Sequence[WindowEntry], window: int) -> int:
+    """How many characters of the rendered text a budget of ``window`` covers: ``window``
+    plus the notes it did not count in the entries that start inside it."""
+    placed = as_budgeted(entries, window)
+    return window + sum(
+        entry.length - moved.length
+        for entry, moved in zip(entries, placed, strict=True)
+        if moved.offset < window
+    )
 
 
 def window_recall(

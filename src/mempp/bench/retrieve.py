@@ -106,7 +106,11 @@ def from_hits(
     ranked = [frozenset(record_items.get(hit.id, ())) for hit in hits]
     window = [
         WindowEntry(
-            row.offset, row.length, dict.fromkeys(record_items.get(row.id, ()), 0), row.spans
+            row.offset,
+            row.length,
+            dict.fromkeys(record_items.get(row.id, ()), 0),
+            row.spans,
+            row.note,
         )
         for row in evidence.rows
     ]

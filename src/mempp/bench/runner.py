@@ -33,7 +33,15 @@ from mempp.bench import ablations, cache, facts, llm_eval, supersession
 from mempp.bench.aggregate import aggregate, paired_delta
 from mempp.bench.chunking import TOKENIZER_NAME, TokenSpans, chunk_history, word_piece_spans
 from mempp.bench.datasets import Benchmark, Question
-from mempp.bench.metrics import ndcg_at, recall_at, reciprocal_rank, text_visible, window_recall
+from mempp.bench.metrics import (
+    as_budgeted,
+    ndcg_at,
+    recall_at,
+    reciprocal_rank,
+    text_visible,
+    window_chars,
+    window_recall,
+)
 from mempp.bench.retrieve import (
     FullContext,
     GoldSizes,
@@ -157,11 +165,13 @@ def _score(
             ]
             for k in options.ks:
                 row[f"session_recall@{k}"] = recall_at(ranked_groups, question.gold_groups, k)
-    inside = window_recall(result.window, gold, options.window, result.parts)
+    # The window is a budget: correction notes within their allowance are not counted.
+    placed = as_budgeted(result.window, options.window)
+    inside = window_recall(placed, gold, options.window, result.parts)
     row["window"], row["window_full"] = inside if inside else (None, None)
     if sizes is not None:
-        row["gold_visible"] = text_visible(result.window, gold, options.window, sizes)
-    row["window_entries"] = sum(entry.offset < options.window for entry in result.window)
+        row["gold_visible"] = text_visible(placed, gold, options.window, sizes)
+    row["window_entries"] = sum(entry.offset < options.window for entry in placed)
     return row
 
 
@@ -342,7 +352,8 @@ def run(
                     elif options.judges:
                         # Only what the answerer keeps: the harness strips the context and
                         # slices its first `window` characters (evidence starts with a header).
-                        text = result.evidence.lstrip()[: options.window]
+                        cut = window_chars(result.window, options.window)
+                        text = result.evidence.lstrip()[:cut]
                         tasks.append(llm_eval.AnswerTask(len(rows), question, system, text))
                 rows.append(row)
         timings["questions_s"] = round(time.perf_counter() - clock, 3)
@@ -563,7 +574,8 @@ def _sweep(
         result = retriever.retrieved(hits, options.style, packing, query)
         assert result.ranked is not None
         out[f"sweep_recall@{k}"] = recall_at(result.ranked, question.gold, k)
-        inside = window_recall(result.window, question.gold, options.window)
+        placed = as_budgeted(result.window, options.window)
+        inside = window_recall(placed, question.gold, options.window)
         out[f"sweep_window@{k}"] = inside[0] if inside else None
     return out
 

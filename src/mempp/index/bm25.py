@@ -10,6 +10,12 @@ FTS5's) as numpy arrays and evaluates the same formula, in the same order, in fl
 
 with k1 = 1.2, b = 0.75, N and avgdl over the whole FTS table. Scores are bit-identical to
 FTS5's, so the ranking (score, then newer id) is the same; tests check this.
+
+The statistics may instead be taken over a subset of the rows (``Among``: one tenant's rows in
+a file that holds several), so that one tenant's words never move another's ranking: N, avgdl
+and each term's document frequency are then those of the subset, as PostgreSQL's per-scope
+replica computes them. ``idf``, ``length_norms`` and ``term_scores`` are the formula itself,
+pure, shared by every caller and both engines.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ import math
 import os
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from itertools import islice
 
 import numpy as np
@@ -27,6 +34,60 @@ from mempp.index import array_file
 
 K1 = 1.2
 B = 0.75
+
+
+def idf(rows: int, matches: int) -> float:
+    """A term's weight among ``rows`` rows of which ``matches`` hold it, as FTS5 computes it
+    (never below 1e-6, so every match scores above zero)."""
+    value = math.log((rows - matches + 0.5) / (matches + 0.5))
+    return 1e-6 if value <= 0.0 else value
+
+
+def length_norms(lengths: np.ndarray, rows: int, tokens: int) -> np.ndarray:
+    """``k1 * (1 - b + b * D / avgdl)`` for rows of ``lengths`` tokens, avgdl = tokens / rows
+    (FTS5's expression, in its order)."""
+    avgdl = tokens / rows
+    return K1 * (1 - B + B * lengths / avgdl)
+
+
+def term_scores(tf: np.ndarray, norms: np.ndarray, weight: float) -> np.ndarray:
+    """``weight * tf * (k1 + 1) / (tf + norm)`` per row; ``norms`` is consumed (the result is
+    written into it). ``+`` and ``*`` commute exactly in IEEE 754, so this equals FTS5's."""
+    norms += tf
+    np.divide(tf * (K1 + 1.0), norms, out=norms)
+    norms *= weight
+    return norms
+
+
+def frequencies_from_scores(
+    scores: np.ndarray, lengths: np.ndarray, rows: int, tokens: int, matches: int
+) -> np.ndarray:
+    """How often a phrase occurs in each row, from FTS5's bm25 of that phrase alone (which
+    FTS5 reports; the count it does not): s = w f (k1 + 1) / (f + norm) gives
+    f = s norm / (w (k1 + 1) - s), an integer, under the statistics FTS5 scored with (its
+    table's ``rows`` and ``tokens``; ``matches`` rows hold the phrase; rows of ``lengths``)."""
+    weight = idf(rows, matches)
+    norms = length_norms(lengths, rows, tokens)
+    return np.rint(scores * norms / (weight * (K1 + 1.0) - scores))
+
+
+@dataclass(frozen=True, slots=True)
+class Among:
+    """The rows BM25's statistics are taken over: ``members`` a mask indexed by row id (ids
+    past its end are not members), their number ``rows`` (rows without tokens included) and
+    their ``tokens`` in all. Made by ``Bm25Index.among``."""
+
+    members: np.ndarray
+    rows: int
+    tokens: int
+
+
+def _within(ids: np.ndarray, tf: np.ndarray, members: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The postings of ``ids`` that are members."""
+    keep = np.zeros(len(ids), dtype=bool)
+    inside = ids < len(members)
+    keep[inside] = members[ids[inside]]
+    return ids[keep], tf[keep]
 
 
 # The file written by Bm25Index.save (format 1 was a NumPy .npz, still read).
@@ -288,6 +349,25 @@ class Bm25Index:
         index.label = label
         return index
 
+    @classmethod
+    def from_flat(cls, flat: FlatPostings, rows: int, max_id: int) -> Bm25Index:
+        """An index of the postings ``flat_postings`` read (``rows`` rows, ids up to
+        ``max_id``), assembled in bulk: a few passes over all pairs, where ``add_postings``
+        costs some numpy calls per term (a second for the 4,000 terms of 1,000 short rows)."""
+        names, indptr, ids, tf = flat
+        index = cls()
+        index._terms = _Terms.from_names(names)
+        index._indptr = indptr
+        id_type = np.min_scalar_type(max(max_id, 0))
+        index._ids = ids.astype(np.int32 if id_type.itemsize < 4 else id_type)  # as _merge
+        top_tf = int(tf.max()) if len(tf) else 0
+        index._tf = tf.astype(np.min_scalar_type(top_tf))
+        index._doclen = np.zeros(max(1024, max_id + 1), dtype=np.float64)
+        if len(ids):
+            index._doclen[: int(ids.max()) + 1] = np.bincount(ids, weights=tf)
+        index.rows, index.tokens, index.max_id = rows, int(tf.sum()), max_id
+        return index
+
     def postings(self, term: str) -> tuple[np.ndarray, np.ndarray]:
         """A term's ids (increasing) and frequencies (float64)."""
         with self._lock:
@@ -297,6 +377,14 @@ class Bm25Index:
         """Token counts of rows ``ids`` (float64)."""
         with self._lock:
             return self._doclen[ids]
+
+    def among(self, members: np.ndarray) -> Among:
+        """The statistics of the rows ``members`` marks (a mask by id): their number and their
+        tokens, over the rows held (ids past ``max_id`` are left out, so the three agree)."""
+        with self._lock:
+            held = members[: self.max_id + 1]
+            tokens = int(self._doclen[: len(held)][held].sum())
+        return Among(held, int(np.count_nonzero(held)), tokens)
 
     def _postings(self, term: str) -> tuple[np.ndarray, np.ndarray]:
         number = self._terms.get(term)
@@ -351,50 +439,56 @@ class Bm25Index:
         self._delta_pairs = 0
 
     def _row_norms(self) -> np.ndarray:
-        """``k1 * (1 - b + b * D / avgdl)`` for every row id (caller holds the lock).
+        """``length_norms`` of every row id under the whole index's statistics (caller holds
+        the lock).
 
         Computed once per state of the statistics rather than per posting: a question with
-        common words has hundreds of thousands of postings at 1M rows. The expression is the
-        one FTS5 evaluates, in the same order, so the scores stay bit-identical."""
+        common words has hundreds of thousands of postings at 1M rows."""
         state = (self.rows, self.tokens, self.max_id)
         if self._norms_for != state:
-            avgdl = self.tokens / self.rows
-            self._norms = K1 * (1 - B + B * self._doclen[: self.max_id + 1] / avgdl)
+            self._norms = length_norms(self._doclen[: self.max_id + 1], self.rows, self.tokens)
             self._norms_for = state
         return self._norms
 
-    def _scores(self, ids: np.ndarray, tf: np.ndarray, matches: int) -> np.ndarray:
-        idf = math.log((self.rows - matches + 0.5) / (matches + 0.5))
-        if idf <= 0.0:
-            idf = 1e-6
-        # idf * (tf * (k1 + 1)) / (tf + norm), in place; + and * commute exactly in IEEE 754.
-        out = self._row_norms()[ids]
-        out += tf
-        np.divide(tf * (K1 + 1.0), out, out=out)
-        out *= idf
-        return out
+    def _scores(
+        self, ids: np.ndarray, tf: np.ndarray, matches: int, among: Among | None
+    ) -> np.ndarray:
+        if among is None:
+            return term_scores(tf, self._row_norms()[ids], idf(self.rows, matches))
+        # Per posting, not cached per row: the same expression on the same values, so a
+        # subset's norms equal those an index of the subset's rows alone would cache.
+        norms = length_norms(self._doclen[ids], among.rows, among.tokens)
+        return term_scores(tf, norms, idf(among.rows, matches))
 
-    def phrase_scores(self, ids: np.ndarray, tf: np.ndarray, matches: int) -> np.ndarray:
+    def phrase_scores(
+        self, ids: np.ndarray, tf: np.ndarray, matches: int, among: Among | None = None
+    ) -> np.ndarray:
         """BM25 of a phrase occurring ``tf`` times in rows ``ids`` and matching ``matches``
-        rows in all, under this index's row count and lengths (for ``search(extra=)``)."""
+        rows in all, under this index's row count and lengths (or ``among``'s statistics),
+        for ``search(extra=)``."""
+        rows = self.rows if among is None else among.rows
         with self._lock:
-            if self.rows == 0 or len(ids) == 0:
+            if rows == 0 or len(ids) == 0:
                 return np.zeros(len(ids), dtype=np.float64)
-            return self._scores(ids, tf, matches)
+            return self._scores(ids, tf, matches, among)
 
     def scored(
         self,
         terms: Sequence[str],
         conjunctive: bool,
         extra: Callable[[], tuple[np.ndarray, np.ndarray]] | None = None,
+        among: Among | None = None,
     ) -> tuple[np.ndarray, np.ndarray]:
-        """Every row the query matches (ids ascending, any state) and the BM25 of each row
-        id (an array indexed by id), as ``search`` ranks them."""
+        """Every row the query matches (ids ascending, any state; with ``among``, only its
+        members, under its statistics) and the BM25 of each row id (an array indexed by id),
+        as ``search`` ranks them."""
         empty = np.empty(0, dtype=np.int64), np.zeros(0, dtype=np.float64)
-        if (not terms and extra is None) or self.rows == 0:
+        if (not terms and extra is None) or (self.rows if among is None else among.rows) == 0:
             return empty
         with self._lock:
             lists = [self._postings(term) for term in terms]
+            if among is not None:
+                lists = [_within(ids, tf, among.members) for ids, tf in lists]
             if conjunctive and any(len(ids) == 0 for ids, _ in lists):
                 return empty
             score = np.zeros(self.max_id + 1, dtype=np.float64)
@@ -403,7 +497,7 @@ class Bm25Index:
                 if len(ids) == 0:
                     continue
                 ids = ids.astype(np.intp, copy=False)  # one conversion for both updates
-                np.add.at(score, ids, self._scores(ids, tf, len(ids)))
+                np.add.at(score, ids, self._scores(ids, tf, len(ids), among))
                 if hits is not None:
                     hits[ids] += 1  # a term's ids are distinct
             candidates = None if hits is None else np.flatnonzero(hits == len(terms))
@@ -426,6 +520,7 @@ class Bm25Index:
         eligible: Callable[[np.ndarray], np.ndarray],
         limit: int,
         extra: Callable[[], tuple[np.ndarray, np.ndarray]] | None = None,
+        among: Among | None = None,
     ) -> list[int]:
         """Ids of the best ``limit`` eligible rows, best first, ties to the newer id.
 
@@ -435,11 +530,11 @@ class Bm25Index:
         computes (it knows positions). In disjunctive mode a row matching only a phrase is a
         candidate too, as in FTS5's OR; in conjunctive mode ``eligible`` says which rows
         hold the phrases. It is called once the words are scored, so it may be computed on
-        another thread meanwhile.
+        another thread meanwhile. ``among``: the rows whose statistics score them (``scored``).
         """
         if limit <= 0:
             return []
-        candidates, score = self.scored(terms, conjunctive, extra)
+        candidates, score = self.scored(terms, conjunctive, extra, among)
         if len(candidates) == 0:
             return []
         candidates = candidates[eligible(candidates)]
@@ -449,6 +544,60 @@ class Bm25Index:
             candidates = candidates[values >= cutoff]  # ties at the cut stay for the tie-break
         order = np.lexsort((-candidates, -score[candidates]))[:limit]
         return candidates[order].tolist()
+
+
+# (terms in number order, where each term's pairs start, ids, term frequencies): CSR postings.
+FlatPostings = tuple[list[str], np.ndarray, np.ndarray, np.ndarray]
+
+
+def flat_postings(grouped: Iterable[tuple[str, str]], chunk: int = 1 << 25) -> FlatPostings:
+    """``postings_from_groups`` for every term at once, as CSR arrays (``Bm25Index.from_flat``):
+    the id lists of up to ``chunk`` characters of groups are joined and parsed in one pass, so
+    the cost is per pair, not per term, and the memory held aside a chunk's (32 MB of text)."""
+    names: list[str] = []
+    pairs: list[np.ndarray] = []  # per chunk: each term's number of pairs
+    ids: list[np.ndarray] = []
+    tfs: list[np.ndarray] = []
+    lists: list[str] = []
+    held = 0
+    for term, joined in grouped:
+        names.append(term)
+        lists.append(joined)
+        held += len(joined)
+        if held >= chunk:
+            _flat_chunk(lists, pairs, ids, tfs)
+            lists, held = [], 0
+    if lists:
+        _flat_chunk(lists, pairs, ids, tfs)
+    indptr = np.zeros(len(names) + 1, dtype=np.int64)
+    if pairs:
+        np.cumsum(np.concatenate(pairs), out=indptr[1:])
+    if not ids:
+        return names, indptr, _NO_IDS, _NO_IDS
+    return names, indptr, np.concatenate(ids), np.concatenate(tfs)
+
+
+def _flat_chunk(
+    lists: Sequence[str], pairs: list[np.ndarray], ids: list[np.ndarray], tfs: list[np.ndarray]
+) -> None:
+    """Parse one chunk of groups' id lists (one id per occurrence) into pairs."""
+    sizes = np.fromiter((g.count(",") + 1 for g in lists), dtype=np.int64, count=len(lists))
+    occurrences = np.fromstring(",".join(lists), dtype=np.int64, sep=",")
+    if len(occurrences) != int(sizes.sum()):
+        raise ValueError("the postings' id lists do not parse")
+    term_of = np.repeat(np.arange(len(lists), dtype=np.int64), sizes)
+    same_term = term_of[1:] == term_of[:-1]
+    if bool(np.any((occurrences[1:] < occurrences[:-1]) & same_term)):
+        order = np.lexsort((occurrences, term_of))  # FTS5 lists them by id; never rely on it
+        occurrences, term_of = occurrences[order], term_of[order]
+        same_term = term_of[1:] == term_of[:-1]
+    starts = np.flatnonzero(np.r_[True, (occurrences[1:] != occurrences[:-1]) | ~same_term])
+    pairs.append(np.bincount(term_of[starts], minlength=len(lists)))
+    ids.append(occurrences[starts])
+    tfs.append(np.diff(np.r_[starts, len(occurrences)]))
+
+
+_NO_IDS = np.empty(0, dtype=np.int64)
 
 
 def postings_from_groups(

@@ -390,6 +390,18 @@ class ExactVectorIndex:
             dense &= kept
         return dense
 
+    def members_by_id(self, scope: str) -> np.ndarray:
+        """Mask indexed by id (``0..max_id``) of every row of the tenant held, whatever its
+        state or date: the rows a tenant's BM25 statistics are taken over."""
+        with self._lock:
+            n = self._n
+            ids = self._ids[:n]
+            code = self._scope_codes.get(scope)
+            members = np.zeros(int(ids[-1]) + 1 if n else 1, dtype=bool)
+            if code is not None and n:
+                members[ids] = self._scope[:n] == code
+            return members
+
     def search(
         self,
         query: np.ndarray,

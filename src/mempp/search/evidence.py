@@ -19,6 +19,14 @@ Escaping was chosen over a random boundary around each entry because it changes 
 else: a record without such a line (every record of the benchmarks) renders byte for byte
 as before, so budgets, windows and recall stay the same, while a boundary would lengthen
 every entry of every block and still leave the model to compare random strings.
+
+A character budget is spent on the records' text and the headers that name them. The
+correction notes a header may end with (`` | superseded by record N (DATE)``, `` | archived
+(DATE)``, shown only when the question can see the change, ``mempp.search.corrections``) are
+not counted against it, up to ``note_allowance(budget)`` characters in all (a fiftieth of the
+budget: 800 of 40,000, 160 of 8,000); notes past that allowance count like any other
+character. So telling the model a record was corrected never pushes evidence out of the
+window, and a block is never longer than ``budget + note_allowance(budget)``.
 """
 
 from __future__ import annotations
@@ -43,6 +51,14 @@ _HEADER_LIKE = re.compile(
     r"(?:^|(?<=[\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]))[ \t]*(?=\[(?:\d+\]|excerpt:))"
 )
 _LABEL_BREAKS = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]+")
+# Correction notes are free of a budget up to budget // NOTE_ALLOWANCE_SHARE characters.
+NOTE_ALLOWANCE_SHARE = 50
+
+
+def note_allowance(budget: int) -> int:
+    """How many characters of correction notes a block of ``budget`` characters does not
+    count (see the module's docstring)."""
+    return budget // NOTE_ALLOWANCE_SHARE
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,7 +68,8 @@ class EvidenceRow:
     ``excerpt``: the entry shows passages of the record, not its whole text (packing).
     ``shown``: how many characters of the record's text the entry holds (all of them for a
     whole entry; fewer for an excerpt or an entry a budget cut). ``spans`` place that text:
-    ``(offset in the entry, offset in the record, length)`` per contiguous piece.
+    ``(offset in the entry, offset in the record, length)`` per contiguous piece. ``note``:
+    the length of the correction note that ends its header (0 without one).
     """
 
     id: int
@@ -62,6 +79,7 @@ class EvidenceRow:
     excerpt: bool = False
     shown: int | None = None
     spans: tuple[tuple[int, int, int], ...] = ()
+    note: int = 0
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -106,6 +124,9 @@ class Evidence:
     text: str
     rows: list[EvidenceRow]
     facts: tuple[RelatedFact, ...] = ()  # graph triples rendered after the rows, if any
+    # Characters of ``text`` a budget counted (correction notes within their allowance are
+    # not); None: all of them.
+    counted: int | None = None
 
     def to_dict(self) -> dict[str, object]:
         out: dict[str, object] = {"text": self.text, "rows": [row.to_dict() for row in self.rows]}
@@ -126,11 +147,18 @@ def header(hit: Hit, position: int) -> str:
     if record.thread:
         parts.append(f"thread {shown_label(record.thread)}")
     parts.append(f"record {record.id}")
-    if hit.superseded_on is not None and record.superseded_by is not None:
-        parts.append(f"superseded by record {record.superseded_by} ({hit.superseded_on})")
+    return f"[{position}] " + " | ".join(parts) + correction_note(hit)
+
+
+def correction_note(hit: Hit) -> str:
+    """What ends the header of a corrected record: `` | superseded by record M (DATE)``
+    and/or `` | archived (DATE)``, or "" (the budget counts it apart, ``note_allowance``)."""
+    notes = []
+    if hit.superseded_on is not None and hit.record.superseded_by is not None:
+        notes.append(f"superseded by record {hit.record.superseded_by} ({hit.superseded_on})")
     if hit.archived_on is not None:
-        parts.append(f"archived ({hit.archived_on})")
-    return f"[{position}] " + " | ".join(parts)
+        notes.append(f"archived ({hit.archived_on})")
+    return "".join(" | " + note for note in notes)
 
 
 def shown_label(value: str) -> str:
@@ -203,8 +231,9 @@ def render_evidence(
     packing: PackingOptions | None = None,
     query: str | None = None,
 ) -> Evidence:
-    """Render hits in order. With ``budget``, the block never exceeds that many characters:
-    the entry that crosses it is cut (ending with ``[...]``) and no later entry is shown.
+    """Render hits in order. With ``budget``, the block holds at most that many characters
+    besides correction notes (which it does not count up to ``note_allowance(budget)``): the
+    entry that crosses it is cut (ending with ``[...]``) and no later entry is shown.
 
     With ``packing``, records longer than its threshold are shown as excerpts chosen for
     ``query`` (the question's text, required then; see :mod:`mempp.search.packing`); without it the
@@ -225,20 +254,23 @@ def render_evidence(
         shown = list(pack([(hit.id, hit.record.text) for hit in hits], query, packing))
     pieces: list[str] = []
     rows: list[EvidenceRow] = []
-    used = 0
+    at = used = 0  # characters written; of them, characters the budget counts
+    free = 0 if budget is None else note_allowance(budget)  # note characters still uncounted
     for position, (hit, part) in enumerate(zip(hits, shown, strict=True), start=1):
         sep = SEPARATOR if pieces else ""
         head, body = render_entry(hit, position, style, part, escaped=False)
+        note = len(correction_note(hit)) if style == "headers" else 0
+        uncounted = min(note, free)
         spans = (part or whole(hit.record.text)).spans
         if style == "headers":
             body, spans = escape_body(body, spans)
         entry = head + body
         excerpt = part is not None and part.excerpt
         room = None if budget is None else budget - used - len(sep)
-        cut = room is not None and len(entry) > room
+        cut = room is not None and len(entry) - uncounted > room
         if cut:
             assert room is not None
-            keep = room - len(head) - len(TRUNCATION_MARK)
+            keep = room - (len(head) - uncounted) - len(TRUNCATION_MARK)
             if keep <= 0:
                 break
             body = body[:keep].rstrip()
@@ -247,12 +279,14 @@ def render_evidence(
         shown_chars = sum(length for _, _, length in spans)
         pieces.append(sep + entry)
         rows.append(
-            EvidenceRow(hit.id, used + len(sep), len(entry), cut, excerpt, shown_chars, spans)
+            EvidenceRow(hit.id, at + len(sep), len(entry), cut, excerpt, shown_chars, spans, note)
         )
+        at += len(sep) + len(entry)
+        used += len(sep) + len(entry) - uncounted
+        free -= uncounted
         if cut:
             break
-        used += len(sep) + len(entry)
-    return Evidence("".join(pieces), rows)
+    return Evidence("".join(pieces), rows, counted=used)
 
 
 FACTS_HEADING = "Related facts (entity graph):"
@@ -268,7 +302,7 @@ def append_facts(
     up leaves no facts, like the paper's answer window.
     """
     lines: list[str] = []
-    used = len(evidence.text)
+    used = len(evidence.text) if evidence.counted is None else evidence.counted
     prefix = (SEPARATOR if evidence.text else "") + FACTS_HEADING
     kept: list[RelatedFact] = []
     for fact in facts:
@@ -281,4 +315,4 @@ def append_facts(
         used += extra
     if not kept:
         return evidence
-    return Evidence(evidence.text + prefix + "".join(lines), evidence.rows, tuple(kept))
+    return Evidence(evidence.text + prefix + "".join(lines), evidence.rows, tuple(kept), used)

@@ -49,10 +49,10 @@ def _fts_phrases(query: LexicalQuery) -> tuple[bool, list[tuple[str, ...]]] | No
     analysis gives it, as SQLite's FTS5 reads its MATCH expression: every term, and every
     phrase in disjunctive mode, is one phrase. None when nothing can match."""
     query = storable_query(query)
-    if not query.terms:
-        return None
     conjunctive = query.mode == "conjunctive"
     phrases = () if conjunctive else query.phrases
+    if not query.terms and not phrases:
+        return None  # (a disjunctive query of phrases alone matches them, as in FTS5's OR)
     tokens = _query_tokens([*query.terms, *phrases])
     terms = query.terms
     if query.unique_stems:  # the first term (and phrase) of each token sequence

@@ -18,7 +18,8 @@ from mempp.index.vectors import ExactVectorIndex
 from mempp.search.query import LexicalQuery, storable_query
 from mempp.store.base import followers_in_order
 from mempp.store.filter_sql import filter_condition
-from mempp.store.sqlite.replicas import _eligible, _ReplicasMixin
+from mempp.store.sqlite.replicas import _eligible
+from mempp.store.sqlite.tenants import _TenantsMixin
 from mempp.threads.background import started
 
 # Filtered id sets kept for the next searches (see _LegsMixin._filtered_ids).
@@ -58,7 +59,7 @@ def _quoted(term: str) -> str:
     return '"' + term.replace('"', '""') + '"'
 
 
-class _LegsMixin(_ReplicasMixin):
+class _LegsMixin(_TenantsMixin):
     """The retrieval legs, and the read-time lookups beside them (threads, recency)."""
 
     def lexical(
@@ -74,8 +75,13 @@ class _LegsMixin(_ReplicasMixin):
         if query.unique_stems:
             query = self._one_term_per_stem(query)
         expression = fts_match_expression(query)
-        if expression is None:
+        if expression is None or limit <= 0:
             return []
+        # A file of several scopes ranks under the scope's statistics (mempp.store.sqlite
+        # .tenants); with one, FTS5's own statistics are the scope's.
+        scoped = self._tenant_lexical(scope, query, as_of, limit, filters)
+        if scoped is not None:
+            return scoped
         fast = self._lexical_in_ram(scope, query, as_of, limit, filters)
         if fast is not None:
             return fast
@@ -92,8 +98,9 @@ class _LegsMixin(_ReplicasMixin):
         return [row[0] for row in rows]
 
     def bm25_scores(self, scope: str, query: LexicalQuery) -> dict[int, float]:
-        """FTS5's ``bm25()`` (negated: higher is better) of every row of the scope (any state
-        or date) the query matches, as the lexical leg ranks them: for diagnosis, and for
+        """The BM25 (higher is better) of every row of the scope (any state or date) the
+        query matches, as the lexical leg ranks them: FTS5's ``bm25()`` negated, or in a file
+        of several scopes the replica's under the scope's statistics. For diagnosis, and for
         the conformance tests, which compare PostgreSQL's with it."""
         query = storable_query(query)
         if query.unique_stems:
@@ -101,6 +108,9 @@ class _LegsMixin(_ReplicasMixin):
         expression = fts_match_expression(query)
         if expression is None:
             return {}
+        scoped = self._tenant_scores(scope, query)
+        if scoped is not None:
+            return scoped
         with self._lock:
             rows = self._conn.execute(
                 """SELECT r.id, -bm25(records_fts) FROM records_fts

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from mempp.errors import StoreError
-from mempp.index.bm25 import Bm25Index, postings_from_groups
+from mempp.index.bm25 import Bm25Index, flat_postings, postings_from_groups
 from mempp.index.tags import TagPostings
 from mempp.index.vectors import ExactVectorIndex
 from mempp.store.sqlite.exact_file import EXACT_FILE_SUFFIX, ExactFile
@@ -69,8 +69,7 @@ def _bm25_from_fts5(conn: sqlite3.Connection) -> Bm25Index:
         grouped = conn.execute(
             "SELECT term, group_concat(doc) FROM temp.mempp_postings GROUP BY term"
         )
-        bm25 = Bm25Index()
-        bm25.add_postings(postings_from_groups(grouped), rows, max_id)
+        bm25 = Bm25Index.from_flat(flat_postings(grouped), rows, max_id)
         bm25.label = _fingerprint(conn, max_id) or ""
     finally:
         conn.execute("COMMIT")
@@ -239,16 +238,19 @@ class _ReplicasMixin(_RecordsMixin):
 
     # -- the in-RAM bm25 replica -------------------------------------------------------
     def _bm25_ready(self) -> Bm25Index | None:
-        """The caught-up bm25 replica; starts building it once the store is large enough."""
-        if self.location == ":memory:":
-            return None
+        """The caught-up bm25 replica; starts building it once the store is large enough (a
+        store in memory only has one once a search of several scopes read it, ``tenants``)."""
         index = self._vector_index()
         if index is None:
             return None
         if self._bm25 is None and self._bm25_built is not None:
             self._bm25, self._bm25_built = self._bm25_built, None
         if self._bm25 is None:
-            if self._bm25_thread is None and len(index) >= self.bm25_min_rows:
+            if (
+                self._bm25_thread is None
+                and self.location != ":memory:"
+                and len(index) >= self.bm25_min_rows
+            ):
                 self._start_bm25_build()
             return None
         if self._bm25.max_id < index.max_id:
@@ -262,24 +264,26 @@ class _ReplicasMixin(_RecordsMixin):
         self._bm25_thread.start()
 
     def _build_bm25(self) -> None:
+        """``_bm25_of_file`` in a thread, on a connection of its own."""
+        self._build_aside(self._bm25_of_file, "_bm25_built")
+
+    def _bm25_of_file(self, conn: sqlite3.Connection) -> Bm25Index:
         """Load the replica saved beside the file, or read FTS5's postings once and save them
-        there (runs in a thread, on a connection of its own)."""
+        there (in memory: read them)."""
+        if self.location == ":memory:":
+            return _bm25_from_fts5(conn)
         saved = Path(f"{self.location}{BM25_FILE_SUFFIX}")
-
-        def build(conn: sqlite3.Connection) -> Bm25Index:
-            bm25 = _saved_bm25(conn, saved)
+        bm25 = _saved_bm25(conn, saved)
+        if bm25 is None:
+            # An earlier mempp's .npz is read once and saved in today's format.
+            legacy = Path(f"{self.location}{BM25_LEGACY_SUFFIX}")
+            bm25 = _saved_bm25(conn, legacy)
             if bm25 is None:
-                # An earlier mempp's .npz is read once and saved in today's format.
-                legacy = Path(f"{self.location}{BM25_LEGACY_SUFFIX}")
-                bm25 = _saved_bm25(conn, legacy)
-                if bm25 is None:
-                    bm25 = _bm25_from_fts5(conn)
-                with contextlib.suppress(OSError):  # a read-only folder: build next time
-                    bm25.save(saved)
-                    legacy.unlink(missing_ok=True)
-            return bm25
-
-        self._build_aside(build, "_bm25_built")
+                bm25 = _bm25_from_fts5(conn)
+            with contextlib.suppress(OSError):  # a read-only folder: build next time
+                bm25.save(saved)
+                legacy.unlink(missing_ok=True)
+        return bm25
 
     def _bm25_catch_up(self, bm25: Bm25Index) -> None:
         """Tokenise rows added since the replica was built, with FTS5's own tokenizer."""

@@ -464,6 +464,7 @@ class _SQLiteBase:
             tuple[str, Filters], tuple[weakref.ref[ExactVectorIndex], int, np.ndarray]
         ] = {}
         self._token_cache: dict[str, tuple[str, ...]] = {}
+        self._among_kept = {}  # scope -> its BM25 statistics (mempp.store.sqlite.tenants)
         self._seen_data_version = -1
         self._seen_state_epoch = ""
         self._dirty = True
