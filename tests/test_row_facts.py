@@ -106,17 +106,24 @@ def test_row_facts_ask_each_row_once_and_answer_as_the_store_does(tmp_path) -> N
         bound = parse_as_of("2024-03-20")
         ids = [*range(1, 61), 10_000]  # the last: no such row
         facts = RowFacts(store, scope, bound, settings, settings.k)
-        facts.look_ahead(ids[:30])
+        facts.look_ahead(ids[:30], waiting=lambda: True)
         assert [kind for kind, _ in asked] == ["followers", "keys"]
         assert set(asked[0][1]) == set(ids[:30])
+        first_keys = asked[1][1]
         # Only the rows asked for, though more are held.
         assert facts.followers(ids[:5]) == followers_of(scope, ids[:5], bound, 2)
         assert facts.recency_keys(ids[:5]) == keys_of(scope, ids[:5])
         assert len(asked) == 2
+        # Once the vector is there, the look-ahead stops after the followers.
+        asked.clear()
+        other = RowFacts(store, scope, bound, settings, settings.k)
+        other.look_ahead(ids[:30], waiting=lambda: False)
+        assert [kind for kind, _ in asked] == ["followers"]
+        asked.clear()
         followers = facts.followers(ids)
         keys = facts.recency_keys(ids)
-        assert asked[2] == ("followers", ids[30:])
-        assert set(asked[3][1]) == set(ids) - set(asked[1][1])  # the followers' keys were in
+        assert asked[0] == ("followers", ids[30:])
+        assert set(asked[1][1]) == set(ids) - set(first_keys)  # the followers' keys were in
         assert followers == followers_of(scope, ids, bound, settings.thread_depth)
         assert keys == keys_of(scope, ids)
         count = len(asked)

@@ -142,7 +142,7 @@ def _look_ahead(facts: RowFacts, encoding: Future[np.ndarray]) -> list[int]:
     if encoding.done():
         return []
     rows = list(dict.fromkeys(row for found in list(facts.found.values()) for row in found))
-    facts.look_ahead(rows)
+    facts.look_ahead(rows, waiting=lambda: not encoding.done())
     return rows
 
 

@@ -11,7 +11,7 @@ runs, they are off the search's critical path (docs/scaling.md).
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable
+from collections.abc import Callable, Collection, Iterable
 
 from mempp.filters import NO_FILTERS, Filters
 from mempp.search import stages
@@ -66,10 +66,12 @@ class RowFacts:
             self._asked_keys.update(missing)
         return {row: self._keys[row] for row in ids if row in self._keys}
 
-    def look_ahead(self, rows: Collection[int]) -> None:
+    def look_ahead(self, rows: Collection[int], waiting: Callable[[], bool]) -> None:
         """Look up now what the fusion may ask about ``rows`` (rows a leg found): their
-        followers where thread context is on, and the recency keys of them and of those
-        followers where the search has recency slots."""
+        followers where thread context is on, then the recency keys of them and of those
+        followers where the search has recency slots; the second look-up only while
+        ``waiting()`` (the question is still being encoded), so that the look-ahead delays
+        the vector leg by one look-up at most."""
         if not rows or not (self._want_followers or self._want_keys):
             return
         with stage(stages.LOOK_AHEAD, rows=len(rows)):
@@ -77,5 +79,5 @@ class RowFacts:
             if self._want_followers:
                 for followers in self.followers(rows).values():
                     ahead.update(followers)
-            if self._want_keys:
+            if self._want_keys and waiting():
                 self.recency_keys(ahead)
