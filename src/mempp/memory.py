@@ -34,6 +34,7 @@ from mempp.search.evidence import Evidence, EvidenceStyle, append_facts, render_
 from mempp.search.packing import PackingOptions
 from mempp.search.question_vectors import RECENT_QUESTIONS, QuestionVectors
 from mempp.search.retrieval import LegLists, fuse_and_select, run_legs, scope_bound, to_hits
+from mempp.search.row_facts import RowFacts
 from mempp.search.stages import stage
 from mempp.settings import Settings, preset
 from mempp.store import Store, open_store
@@ -271,10 +272,13 @@ class Memory:
         question = validate.query(query)
         bound = scope_bound(question, _as_of_key(as_of), config)
         scope_filters.check_with_as_of(bound)
+        facts = RowFacts(self._store, self.scope, bound, config, k, scope_filters)
         with self._store.reading():  # one read: on a standby that has every answered write
-            legs = self.legs(question, as_of=bound, settings=config, filters=scope_filters)
+            legs = self.legs(
+                question, as_of=bound, settings=config, filters=scope_filters, facts=facts
+            )
             chosen = fuse_and_select(
-                self._store, self.scope, legs, bound, config, k, filters=scope_filters
+                self._store, self.scope, legs, bound, config, k, scope_filters, facts
             )
             hits = to_hits(self._store, self.scope, chosen)
             return with_corrections(self._store, self.scope, hits, bound, scope_filters.known_at)
@@ -299,11 +303,13 @@ class Memory:
         as_of: int | None,
         settings: Settings,
         filters: Filters = NO_FILTERS,
+        facts: RowFacts | None = None,
     ) -> LegLists:
         """Run the three legs alone (used by ``search`` and by the benchmarks). The question
-        is encoded while the legs that need no vector run."""
+        is encoded while the legs that need no vector run (and ``facts`` looks up their rows
+        for the fusion meanwhile)."""
         vector = self._query_encoding(question) if settings.w_vec > 0 else None
-        return run_legs(self._store, self.scope, question, vector, as_of, settings, filters)
+        return run_legs(self._store, self.scope, question, vector, as_of, settings, filters, facts)
 
     def _query_encoding(self, question: str) -> np.ndarray | Callable[[], np.ndarray] | None:
         """The call that encodes ``question`` (its vector itself when it was asked lately), or

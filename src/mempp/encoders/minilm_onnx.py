@@ -27,7 +27,14 @@ from typing import Any
 import numpy as np
 
 from mempp.encoders.minilm import _HEADS, _LN_EPS, MiniLMEmbedder, _Layer
-from mempp.encoders.onnx_graph import EXTRA_HINT, cached_session, encoder_graph, require
+from mempp.encoders.onnx_graph import (
+    EXTRA_HINT,
+    batch_workers,
+    cached_session,
+    encoder_graph,
+    require,
+    run_threads,
+)
 
 __all__ = ["EXTRA_HINT", "OnnxMiniLMEmbedder", "build_graph"]
 
@@ -58,8 +65,11 @@ def build_graph(
 class OnnxMiniLMEmbedder(MiniLMEmbedder):
     """all-MiniLM-L6-v2 run by ONNX Runtime; ``int8=True`` for int8 matrix products.
 
-    Same constructor arguments and threading as :class:`MiniLMEmbedder`: batches of a call go
-    to ``workers`` threads, each running the session on one ONNX Runtime thread.
+    Same constructor arguments as :class:`MiniLMEmbedder`. Each run of the session uses
+    :func:`~mempp.encoders.onnx_graph.run_threads` ONNX Runtime threads (two on a machine of
+    two cores or more: a lone question on both cores); the batches of a call go to
+    ``workers`` threads (default: :func:`~mempp.encoders.onnx_graph.batch_workers`, one on two
+    cores, where both are already the session's).
     """
 
     def __init__(
@@ -73,6 +83,9 @@ class OnnxMiniLMEmbedder(MiniLMEmbedder):
     ) -> None:
         require("onnxruntime")  # before the weights: a missing extra is named at once
         self._int8 = int8
+        self._threads = run_threads()
+        if workers is None:
+            workers = batch_workers(self._threads)
         super().__init__(model_dir, max_tokens=max_tokens, batch_size=batch_size, workers=workers)
 
     def _load_weights(self, file: Path, n_layers: int) -> None:
@@ -90,7 +103,9 @@ class OnnxMiniLMEmbedder(MiniLMEmbedder):
             return model
 
         variant = f"{self._max_tokens}{'-int8' if self._int8 else ''}"
-        self._session = cached_session("all-MiniLM-L6-v2", file, variant, build)
+        self._session = cached_session(
+            "all-MiniLM-L6-v2", file, variant, build, threads=self._threads
+        )
 
     @property
     def name(self) -> str:

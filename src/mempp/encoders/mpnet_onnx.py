@@ -36,7 +36,11 @@ __all__ = ["OnnxMPNetEmbedder"]
 
 class OnnxMPNetEmbedder(MPNetEmbedder):
     """all-mpnet-base-v2 run by ONNX Runtime; the constructor and threading of
-    :class:`~mempp.encoders.mpnet.MPNetEmbedder`, one ONNX Runtime thread per batch."""
+    :class:`~mempp.encoders.mpnet.MPNetEmbedder`, one ONNX Runtime thread per batch. Not the
+    two a run of :class:`~mempp.encoders.minilm_onnx.OnnxMiniLMEmbedder`: MPNet's larger
+    products spent 5-10% more CPU a question and 10% more a batch text on two (at load 6-8,
+    ``benchmarks/bench_onnx_threads.py``), for a question that is over the search budget
+    either way."""
 
     def __init__(
         self,

@@ -31,9 +31,17 @@ from typing import Any
 
 import numpy as np
 
-from mempp.encoders.minilm import EncoderUnavailable
+from mempp.encoders.minilm import EncoderUnavailable, _cores
 
-__all__ = ["EXTRA_HINT", "GraphBuilder", "OnnxUnavailable", "cached_session", "encoder_graph"]
+__all__ = [
+    "EXTRA_HINT",
+    "GraphBuilder",
+    "OnnxUnavailable",
+    "batch_workers",
+    "cached_session",
+    "encoder_graph",
+    "run_threads",
+]
 
 EXTRA_HINT = 'pip install "mempp[onnx]"'
 # Bump when encoder_graph's output changes for the same weights: the cache key holds it.
@@ -256,15 +264,35 @@ def _write_atomically(target: Path, data: bytes) -> None:
         raise
 
 
-def cached_session(label: str, weights: Path, variant: str, build: Callable[[], Any]) -> Any:
+def run_threads() -> int:
+    """ONNX Runtime threads per run of a session: two where the process may use two cores or
+    more, so that a lone question (a search's critical path) is split over both of a small
+    machine's cores. The threads sleep rather than spin between operators: spinning helpers
+    cost concurrent questions a third of their throughput on a busy 2-core machine, sleeping
+    ones cost nothing measurable (docs/encoders.md). More than two gain a question of 20-30
+    word pieces little, so wider machines spread batches over more callers instead
+    (:func:`batch_workers`)."""
+    return min(2, _cores())
+
+
+def batch_workers(threads: int) -> int:
+    """Threads a many-batch call spreads its batches over by default, each running the
+    session on ``threads`` ONNX Runtime threads: the process's cores (at most 8) in all."""
+    return max(1, min(_cores(), 8) // threads)
+
+
+def cached_session(
+    label: str, weights: Path, variant: str, build: Callable[[], Any], *, threads: int = 1
+) -> Any:
     """An ONNX Runtime session of the graph ``build()`` returns for ``weights``, read from the
-    model cache when an earlier load saved it there. One intra-op thread: callers spread
-    batches over threads of their own, and a question's small products lose more waiting
-    for a descheduled second thread on a busy machine than they gain from it."""
+    model cache when an earlier load saved it there, running each call on ``threads``
+    intra-op threads (see :func:`run_threads`)."""
     ort = require("onnxruntime")
     options = ort.SessionOptions()
-    options.intra_op_num_threads = 1
+    options.intra_op_num_threads = threads
     options.inter_op_num_threads = 1
+    if threads > 1:  # helpers wait on the OS between operators, never in a busy loop
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     providers = ["CPUExecutionProvider"]
     try:

@@ -9,6 +9,7 @@ The read path never looks at ``superseded_by``: a superseded row competes like a
 from __future__ import annotations
 
 from collections.abc import Callable
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -19,10 +20,11 @@ from mempp.search import stages
 from mempp.search.fusion import Fused, add_date_leg, add_thread_context, rrf
 from mempp.search.query import date_spans, lexical_query, question_as_of, tag_labels
 from mempp.search.reserve import recency, select_with_reserve
+from mempp.search.row_facts import RowFacts
 from mempp.search.stages import stage, timed
 from mempp.settings import LEGS, Settings
 from mempp.store.base import Store
-from mempp.threads.background import started
+from mempp.threads.background import starting
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +59,7 @@ def run_legs(
     as_of: int | None,
     settings: Settings,
     filters: Filters = NO_FILTERS,
+    facts: RowFacts | None = None,
 ) -> LegLists:
     """Each leg returns at most ``C`` in-scope rows (the scope: tenant, active, ``as_of`` and
     ``filters``). A leg of weight 0 is not queried. The legs are independent lookups, run
@@ -64,7 +67,8 @@ def run_legs(
 
     ``query_vector`` may be the call that computes it (the question's encoding): it then runs
     on a thread of its own while the legs that need no vector run, and the vector leg goes
-    last."""
+    last. If the vector is still being computed when those legs are done, ``facts`` looks up
+    what the fusion will ask about their rows meanwhile (:meth:`RowFacts.look_ahead`)."""
     limit = settings.candidates
     calls: dict[str, Callable[[], list[int]]] = {}
     if settings.w_lex > 0:
@@ -84,7 +88,10 @@ def run_legs(
             lambda: store.dated_within(scope, spans, as_of, limit, filters=filters),
         )
     if settings.w_vec > 0 and query_vector is not None:
-        vector = _vector_call(query_vector, beside_other_legs=bool(calls))
+        vector, encoding = _vector_call(query_vector, beside_other_legs=bool(calls))
+        if facts is not None and encoding is not None:
+            calls = {leg: _noted(leg, call, facts) for leg, call in calls.items()}
+            calls["ahead"] = lambda: _look_ahead(facts, encoding)
         calls["vec"] = timed(
             stages.VECTOR, lambda: store.nearest(scope, vector(), as_of, limit, filters=filters)
         )
@@ -103,15 +110,40 @@ def run_legs(
 
 def _vector_call(
     query_vector: np.ndarray | Callable[[], np.ndarray], *, beside_other_legs: bool
-) -> Callable[[], np.ndarray]:
+) -> tuple[Callable[[], np.ndarray], Future[np.ndarray] | None]:
+    """The call that gives the question's vector, and the encoding running beside the other
+    legs (None when nothing runs beside them)."""
     if not callable(query_vector):
-        return lambda: query_vector
+        return (lambda: query_vector), None
     query_vector = timed(stages.ENCODE, query_vector)
     if not beside_other_legs:  # nothing to overlap with: compute it when the leg asks
-        return query_vector
+        return query_vector, None
     # Encoding a question (15-20 ms in numpy, a network round trip for a remote encoder) and
     # the lexical and tag legs use a core each: side by side, a search waits for the longer.
-    return started(query_vector, "mempp-encode")
+    encoding = starting(query_vector, "mempp-encode")
+    return encoding.result, encoding
+
+
+def _noted(leg: str, call: Callable[[], list[int]], facts: RowFacts) -> Callable[[], list[int]]:
+    """``call``, handing the rows it found to ``facts`` for the look-ahead."""
+
+    def run() -> list[int]:
+        rows = call()
+        facts.found[leg] = rows
+        return rows
+
+    return run
+
+
+def _look_ahead(facts: RowFacts, encoding: Future[np.ndarray]) -> list[int]:
+    """Between the legs that need no vector and the vector leg: while the encoder still runs,
+    the rows those legs found (on an engine that runs the legs at once, those found so far)
+    are looked up for the fusion. Once the vector is there the vector leg goes first."""
+    if encoding.done():
+        return []
+    rows = list(dict.fromkeys(row for found in list(facts.found.values()) for row in found))
+    facts.look_ahead(rows, waiting=lambda: not encoding.done())
+    return rows
 
 
 def fuse_and_select(
@@ -122,9 +154,13 @@ def fuse_and_select(
     settings: Settings,
     k: int,
     filters: Filters = NO_FILTERS,
+    facts: RowFacts | None = None,
 ) -> list[tuple[Fused, bool]]:
     """Weighted RRF, the date leg, thread context, then ``k - slots`` fused rows and
-    ``slots`` recency slots (``Settings.reserve_slots``)."""
+    ``slots`` recency slots (``Settings.reserve_slots``). ``facts``: the rows' thread
+    followers and recency keys as far as they were looked up already (``run_legs``)."""
+    if facts is None:
+        facts = RowFacts(store, scope, as_of, settings, k, filters)
     with stage(stages.FUSION):
         weights = {leg: settings.weight(leg) for leg in LEGS}
         fused = rrf(legs.as_dict(), weights, settings.gamma)
@@ -136,13 +172,11 @@ def fuse_and_select(
             # Only the first C fused rows lend: a row further down has little to lend, and each
             # lender costs an index walk (measured: no recall lost, a third of the time).
             lenders = [f.id for f in fused[: settings.candidates]]
-            followers = store.thread_followers(
-                scope, lenders, as_of, settings.thread_depth, filters=filters
-            )
+            followers = facts.followers(lenders)
             fused = add_thread_context(fused, followers, settings.thread_weight)
         slots = settings.reserve_slots(k)
         remaining = [f.id for f in fused[k - slots :]]
-        keys = store.recency_keys(scope, remaining) if slots else {}
+        keys = facts.recency_keys(remaining) if slots else {}
         selection = select_with_reserve(
             fused,
             k,

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from typing import TypeVar
 
-__all__ = ["started"]
+__all__ = ["started", "starting"]
 
 _T = TypeVar("_T")
 
@@ -20,6 +20,12 @@ _T = TypeVar("_T")
 def started(work: Callable[[], _T], name: str = "mempp-background") -> Callable[[], _T]:
     """Run ``work`` on a thread of its own; the returned call waits for its result (or raises
     its error). Worth it for work that spends its time in C with the GIL released."""
+    return starting(work, name).result
+
+
+def starting(work: Callable[[], _T], name: str = "mempp-background") -> Future[_T]:
+    """Like :func:`started`, as a future: for a caller that asks whether the work is done
+    before it waits (a search does other work while the question is still being encoded)."""
     future: Future[_T] = Future()
 
     def run() -> None:
@@ -29,4 +35,4 @@ def started(work: Callable[[], _T], name: str = "mempp-background") -> Callable[
             future.set_exception(exc)
 
     threading.Thread(target=run, name=name, daemon=True).start()
-    return future.result
+    return future
