@@ -553,7 +553,7 @@ def _fact_legs(
     documents_only = settings.with_(w_lex=0.0, w_vec=0.0)
     base = context.retrievers[None].legs(scope, text, None, as_of, documents_only)
     lex, vec = facts.fact_legs(context.fact_index, scope, text, vector, as_of, settings)
-    return LegLists(lex, base.tag, vec, base.dated)
+    return LegLists(lex, base.tag, vec, base.dated, base.kw)
 
 
 def _sweep(

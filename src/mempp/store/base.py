@@ -162,6 +162,19 @@ class Store(Protocol):
         ``vector_replica`` off walks HNSW past 10,000 eligible rows: approximate.)"""
         ...
 
+    def keyword(
+        self,
+        scope: str,
+        terms: Sequence[str],
+        as_of: int | None,
+        limit: int,
+        *,
+        filters: Filters = NO_FILTERS,
+    ) -> list[int]:
+        """Keyword leg: in-scope rows whose text holds any of ``terms`` (``keyword_terms``) as a
+        substring, ASCII case folded, ranked by ``mempp.search.keyword.rank_matches``."""
+        ...
+
     def dated_within(
         self,
         scope: str,

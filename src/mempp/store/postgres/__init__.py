@@ -75,6 +75,7 @@ from mempp.store.postgres.connect import (
 from mempp.store.postgres.erasure import _ErasureMixin
 from mempp.store.postgres.graph import _GraphMixin
 from mempp.store.postgres.keys import _KeysMixin
+from mempp.store.postgres.keyword import _KeywordMixin
 from mempp.store.postgres.legs import _LegsMixin
 from mempp.store.postgres.nearest import EF_SEARCH_CEILING, VECTORS_MAX_ROWS
 from mempp.store.postgres.reembed import _ReembedMixin
@@ -105,6 +106,7 @@ __all__ = [
 
 class PostgresStore(
     _LegsMixin,
+    _KeywordMixin,
     _SnapshotMixin,
     _ReembedMixin,
     _ErasureMixin,

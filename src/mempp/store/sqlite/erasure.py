@@ -74,6 +74,15 @@ class _ErasureMixin(_ChangeLogMixin):
                     conn.execute(
                         "INSERT INTO records_fts (rowid, text) VALUES (?, ?)", (row, ERASED_TEXT)
                     )
+                    # The keyword leg's trigram index likewise (mempp.store.sqlite.keyword).
+                    conn.execute(
+                        """INSERT INTO records_kw (records_kw, rowid, text)
+                           VALUES ('delete', ?, ?)""",
+                        (row, text),
+                    )
+                    conn.execute(
+                        "INSERT INTO records_kw (rowid, text) VALUES (?, ?)", (row, ERASED_TEXT)
+                    )
                 ids = json.dumps(erased)
                 conn.execute(
                     "DELETE FROM record_tags WHERE record_id IN (SELECT value FROM json_each(?))",
@@ -104,6 +113,7 @@ class _ErasureMixin(_ChangeLogMixin):
                 # The 'delete' command leaves the old terms in older segments until they
                 # merge: merge them all now.
                 conn.execute("INSERT INTO records_fts (records_fts) VALUES ('optimize')")
+                conn.execute("INSERT INTO records_kw (records_kw) VALUES ('optimize')")
         except sqlite3.Error as exc:
             raise StoreError(f"could not redact record {record_id}: {exc}") from None
         with self._lock:
