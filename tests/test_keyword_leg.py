@@ -239,3 +239,18 @@ def test_a_store_of_one_or_two_rows(engine_location: str, count: int) -> None:
         for i in range(count):
             memory.add(f"pottery {i}")
         assert len(memory.search("pottery", settings=KW)) == count
+
+
+def test_verify_finds_a_row_taken_out_of_the_trigram_index(tmp_path) -> None:
+    path = tmp_path / "memory.db"
+    with open_memory(str(path)) as memory:
+        row = memory.add("a row the trigram index loses").id
+        assert all(check.ok for check in memory.verify())
+    with sqlite3.connect(path) as conn:
+        conn.execute(
+            "INSERT INTO records_kw (records_kw, rowid, text) VALUES ('delete', ?, ?)",
+            (row, "a row the trigram index loses"),
+        )
+    with open_memory(str(path)) as memory:
+        failing = {check.name for check in memory.verify() if not check.ok}
+        assert failing == {"full-text index"}

@@ -32,6 +32,10 @@ class _VerifyMixin(_SQLiteBase):
                 conn.execute(
                     "INSERT INTO records_fts (records_fts, rank) VALUES ('integrity-check', 1)"
                 )
+                # The keyword leg's trigram index, built from the same text.
+                conn.execute(
+                    "INSERT INTO records_kw (records_kw, rank) VALUES ('integrity-check', 1)"
+                )
                 checks.append(Check("full-text index", True, "matches the records"))
             except sqlite3.DatabaseError as exc:
                 checks.append(
