@@ -68,7 +68,11 @@ def test_a_term_of_too_many_rows_counts_for_nothing() -> None:
     crowded = list(range(1, MAX_TERM_ROWS + 2))
     assert rank_matches({"the": crowded, "rare": [7]}, 5) == [7]
     assert rank_matches({"the": crowded}, 5) == []
-    assert rank_matches({"the": crowded[:-1]}, 3) == [MAX_TERM_ROWS, MAX_TERM_ROWS - 1, 4998]
+    assert rank_matches({"the": crowded[:-1]}, 3) == [
+        MAX_TERM_ROWS,
+        MAX_TERM_ROWS - 1,
+        MAX_TERM_ROWS - 2,
+    ]
 
 
 # -- each engine ---------------------------------------------------------------------------
@@ -254,3 +258,16 @@ def test_verify_finds_a_row_taken_out_of_the_trigram_index(tmp_path) -> None:
     with open_memory(str(path)) as memory:
         failing = {check.name for check in memory.verify() if not check.ok}
         assert failing == {"full-text index"}
+
+
+def test_a_term_of_too_many_rows_is_dropped_on_each_engine(engine_location: str) -> None:
+    with open_memory(engine_location) as memory:
+        memory.add_many([f"zebra sighting {i}" for i in range(MAX_TERM_ROWS)])
+        rare = memory.add("zebra and okapi").id
+        anas = [memory.add(f"zebra seen by Ana, {i}", author="Ana").id for i in range(3)]
+        # "zebra" holds more than MAX_TERM_ROWS rows: it counts for nothing, "okapi" decides.
+        assert [h.id for h in memory.search("zebra okapi", settings=KW)] == [rare]
+        assert memory.search("zebra", settings=KW) == []
+        # The filters come first: among Ana's rows the word is rare enough to count.
+        by_ana = memory.search("zebra", settings=KW, author="Ana")
+        assert [h.id for h in by_ana] == anas[::-1]

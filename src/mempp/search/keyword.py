@@ -29,7 +29,7 @@ _ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrst
 # Both indexes work on three-character pieces: a shorter term cannot be looked up in them.
 MIN_TERM_CHARS = 3
 MAX_TERMS = 8
-MAX_TERM_ROWS = 5_000
+MAX_TERM_ROWS = 1_000
 # Light stemming: the suffix goes when at least this much of the word stays.
 _SUFFIXES = ("ing", "ies", "ied", "ed", "es", "s", "ly")
 _MIN_STEM = 3
