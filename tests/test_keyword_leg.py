@@ -148,9 +148,9 @@ def test_postgres_rows_written_before_the_migration_are_indexed(pg_url: str) -> 
 
     with open_memory(pg_url) as memory:
         first = memory.add("an earlier pottery class").id
-    with psycopg.connect(pg_url, autocommit=True) as conn:  # as a store of schema 9 left it
+    with psycopg.connect(pg_url, autocommit=True) as conn:  # as a store of schema 10 left it
         conn.execute("DROP INDEX records_text_trgm")
-        conn.execute("DELETE FROM mempp_migrations WHERE version = 10")
+        conn.execute("DELETE FROM mempp_migrations WHERE version = 11")
     with open_memory(pg_url) as memory:
         second = memory.add("a later pottery class").id
         assert [h.id for h in memory.search("pottery", settings=KW)] == [second, first]
