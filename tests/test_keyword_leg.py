@@ -27,7 +27,10 @@ KW = Settings(w_lex=0, w_tag=0, w_vec=0, w_kw=1.0, reserve=0)
 
 
 def open_memory(location: str, scope: str = "default") -> Memory:
-    return Memory(location, scope=scope, embedder=KeywordEmbedder(["alpha"]))
+    """A Memory on ``location`` with the keyword index enabled (mempp.store.indexes)."""
+    memory = Memory(location, scope=scope, embedder=KeywordEmbedder(["alpha"]))
+    memory.enable_index("keyword")
+    return memory
 
 
 # -- the question's terms and the ranking, engine-free ---------------------------------------
@@ -130,35 +133,6 @@ def test_redaction_takes_the_text_out_of_the_sqlite_trigram_index(tmp_path) -> N
     assert found == []
 
 
-def test_rows_written_before_the_migration_are_indexed(tmp_path) -> None:
-    path = tmp_path / "memory.db"
-    with open_memory(str(path)) as memory:
-        first = memory.add("an earlier pottery class").id
-    with sqlite3.connect(path) as conn:  # as a store of schema 10 left it
-        conn.execute("DROP TRIGGER records_kw_insert")
-        conn.execute("DROP TABLE records_kw")
-        conn.execute("DELETE FROM mempp_migrations WHERE version = 11")
-    with open_memory(str(path)) as memory:
-        second = memory.add("a later pottery class").id
-        assert [h.id for h in memory.search("pottery", settings=KW)] == [second, first]
-
-
-def test_postgres_rows_written_before_the_migration_are_indexed(pg_url: str) -> None:
-    import psycopg
-
-    with open_memory(pg_url) as memory:
-        first = memory.add("an earlier pottery class").id
-    with psycopg.connect(pg_url, autocommit=True) as conn:  # as a store of schema 10 left it
-        conn.execute("DROP INDEX records_text_trgm")
-        conn.execute("DELETE FROM mempp_migrations WHERE version = 11")
-    with open_memory(pg_url) as memory:
-        second = memory.add("a later pottery class").id
-        assert [h.id for h in memory.search("pottery", settings=KW)] == [second, first]
-    with psycopg.connect(pg_url) as conn:
-        names = conn.execute("SELECT indexname FROM pg_indexes WHERE tablename = 'records'")
-        assert "records_text_trgm" in {row[0] for row in names}
-
-
 def test_the_leg_fuses_with_the_others_and_shows_in_the_hits(engine_location: str) -> None:
     both = Settings(w_lex=1, w_tag=0, w_vec=0, w_kw=0.5, reserve=0)
     with open_memory(engine_location) as memory:
@@ -257,7 +231,7 @@ def test_verify_finds_a_row_taken_out_of_the_trigram_index(tmp_path) -> None:
         )
     with open_memory(str(path)) as memory:
         failing = {check.name for check in memory.verify() if not check.ok}
-        assert failing == {"full-text index"}
+        assert failing == {"keyword index"}
 
 
 def test_a_term_of_too_many_rows_is_dropped_on_each_engine(engine_location: str) -> None:

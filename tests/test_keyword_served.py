@@ -27,6 +27,7 @@ def test_the_preset_is_the_default_with_the_keyword_leg() -> None:
 @pytest.fixture
 def served(tmp_path: Path) -> Iterator[str]:
     state = ServerState(str(tmp_path / "k.db"), embedder=KeywordEmbedder(["plan"]))
+    state.memory("default").enable_index("keyword")
     state.memory("default").add("We went hiking on Sunday.", author="Ana", date="2024-01-01")
     with live_server(create_app(state), lifespan="on") as url:
         yield url

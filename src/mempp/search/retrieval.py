@@ -25,6 +25,7 @@ from mempp.search.row_facts import RowFacts
 from mempp.search.stages import stage, timed
 from mempp.settings import LEGS, Settings
 from mempp.store.base import Store
+from mempp.store.indexes import require as require_indexes
 from mempp.threads.background import starting
 
 
@@ -71,7 +72,9 @@ def run_legs(
     ``query_vector`` may be the call that computes it (the question's encoding): it then runs
     on a thread of its own while the legs that need no vector run, and the vector leg goes
     last. If the vector is still being computed when those legs are done, ``facts`` looks up
-    what the fusion will ask about their rows meanwhile (:meth:`RowFacts.look_ahead`)."""
+    what the fusion will ask about their rows meanwhile (:meth:`RowFacts.look_ahead`).
+    Settings that need an optional index the store lacks raise ``IndexMissing``."""
+    require_indexes(settings, store)
     limit = settings.candidates
     calls: dict[str, Callable[[], list[int]]] = {}
     if settings.w_lex > 0:

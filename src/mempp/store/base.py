@@ -21,6 +21,7 @@ from mempp.errors import InvalidInput, StoreError
 from mempp.filters import NO_FILTERS, Filters
 from mempp.records import AddResult, Document, Record, State
 from mempp.search.query import LexicalQuery
+from mempp.store.indexes import IndexedStore
 
 T = TypeVar("T")
 
@@ -29,7 +30,10 @@ STATE_COUNT_KEYS = ("active", "archived", "redacted", "superseded")
 
 
 @runtime_checkable
-class Store(Protocol):
+class Store(IndexedStore, Protocol):
+    """Every engine's reads and writes; the optional indexes and their legs are
+    ``IndexedStore``'s (mempp.store.indexes)."""
+
     #: Where the data lives, for messages (a path or a URL without password).
     location: str
 
@@ -160,19 +164,6 @@ class Store(Protocol):
     ) -> list[int]:
         """Vector leg: cosine ranking of in-scope rows (best first), exact. (PostgreSQL with
         ``vector_replica`` off walks HNSW past 10,000 eligible rows: approximate.)"""
-        ...
-
-    def keyword(
-        self,
-        scope: str,
-        terms: Sequence[str],
-        as_of: int | None,
-        limit: int,
-        *,
-        filters: Filters = NO_FILTERS,
-    ) -> list[int]:
-        """Keyword leg: in-scope rows whose text holds any of ``terms`` (``keyword_terms``) as a
-        substring, ASCII case folded, ranked by ``mempp.search.keyword.rank_matches``."""
         ...
 
     def dated_within(

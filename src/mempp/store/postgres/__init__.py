@@ -74,6 +74,7 @@ from mempp.store.postgres.connect import (
 )
 from mempp.store.postgres.erasure import _ErasureMixin
 from mempp.store.postgres.graph import _GraphMixin
+from mempp.store.postgres.indexes import _IndexesMixin
 from mempp.store.postgres.keys import _KeysMixin
 from mempp.store.postgres.keyword import _KeywordMixin
 from mempp.store.postgres.legs import _LegsMixin
@@ -113,6 +114,7 @@ class PostgresStore(
     _TimelineMixin,
     _GraphMixin,
     _VerifyMixin,
+    _IndexesMixin,
     _KeysMixin,
     _BulkMixin,
 ):

@@ -1,5 +1,6 @@
 """The PostgreSQL engine's keyword leg (``mempp.search.keyword``): substrings of the record
-text, found through the ``pg_trgm`` index of migration 11 (``keyword_schema``).
+text, found through the ``pg_trgm`` index of ``keyword_schema``, an optional index the store
+must have enabled (``mempp.store.indexes``).
 
 ``text ILIKE '%term%'`` is what the index answers; it folds case by the database's locale, so
 it finds a superset of the leg's rule, which is then checked on each row found: the term is a

@@ -1,22 +1,37 @@
-"""PostgreSQL schema migration 11 (the keyword leg, ``mempp.store.postgres.keyword``): the
-``pg_trgm`` extension and a trigram index of the record text. Kept apart from ``schema`` for
-size; applied with the others (``schema.MIGRATIONS``)."""
+"""The PostgreSQL keyword index (``mempp.store.postgres.keyword``), an optional index
+(``mempp.store.indexes``): a ``pg_trgm`` GIN index of the record text. PostgreSQL keeps it on
+every insert and on an erasure's update itself; built only when a store enables it
+(``mempp.store.postgres.indexes``)."""
 
 from __future__ import annotations
 
-from mempp.store.migrations import Migration
+from typing import Any
+
+from mempp.store.verify import Check
 
 # pg_trgm ships with PostgreSQL (contrib) and is a trusted extension: the database's owner
 # may create it without being a superuser.
-KEYWORD_EXTENSION = "pg_trgm"
+EXTENSION = "pg_trgm"
+INDEX_NAME = "records_text_trgm"
 
-KEYWORD_MIGRATION = Migration(
-    11,
-    "keyword leg: a trigram index of the record text, for substring matches",
-    (
-        f"CREATE EXTENSION IF NOT EXISTS {KEYWORD_EXTENSION}",
-        # The leg asks ``text ILIKE '%term%'`` (which this index answers) and checks each
-        # found row with the exact rule (mempp.store.postgres.keyword).
-        "CREATE INDEX records_text_trgm ON records USING gin (text gin_trgm_ops)",
-    ),
+CREATE = (
+    f"CREATE EXTENSION IF NOT EXISTS {EXTENSION}",
+    # The leg asks ``text ILIKE '%term%'`` (which this index answers).
+    f"CREATE INDEX {INDEX_NAME} ON records USING gin (text gin_trgm_ops)",
 )
+DROP = (f"DROP INDEX {INDEX_NAME}",)
+
+
+def check(conn: Any) -> Check:
+    """The index is there and valid (PostgreSQL maintains its content; ``amcheck`` checks
+    pages)."""
+    found = conn.execute(
+        """SELECT i.indisvalid FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
+           WHERE c.relname = %s AND c.relnamespace = current_schema()::regnamespace""",
+        (INDEX_NAME,),
+    ).fetchone()
+    if found is None:
+        return Check("keyword index", False, f"enabled, but {INDEX_NAME} is missing")
+    if not found[0]:
+        return Check("keyword index", False, f"{INDEX_NAME} is marked invalid")
+    return Check("keyword index", True, f"{INDEX_NAME} present and valid")

@@ -31,7 +31,6 @@ from mempp.store.postgres.connect import (
     pool_wait_from_env,
     prepare_threshold_from_env,
 )
-from mempp.store.postgres.keyword_schema import KEYWORD_EXTENSION, KEYWORD_MIGRATION
 from mempp.store.postgres.outage import RETRY_AFTER_S, Outage
 from mempp.store.postgres.reembed_schema import REEMBED_MIGRATION
 from mempp.store.postgres.replicas import ScopeCache, ScopeTags, ScopeVectors
@@ -416,7 +415,6 @@ MIGRATIONS: tuple[Migration, ...] = (
     ),
     REEMBED_MIGRATION,
     ANALYSIS_MIGRATION,
-    KEYWORD_MIGRATION,
 )
 
 
@@ -663,9 +661,8 @@ class _PostgresBase:
                         psycopg.errors.FeatureNotSupported,
                         psycopg.errors.UndefinedFile,
                     ) as exc:
-                        wanted = "pg_trgm" if KEYWORD_EXTENSION in statement else "pgvector"
                         raise StoreError(
-                            f"{self.location}: the {wanted} extension is not installed on "
+                            f"{self.location}: the pgvector extension is not installed on "
                             f"this server ({_first_line(exc)})"
                         ) from None
                     except psycopg.errors.InsufficientPrivilege as exc:

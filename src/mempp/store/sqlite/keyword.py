@@ -1,6 +1,6 @@
 """The SQLite engine's keyword leg (``mempp.search.keyword``): substrings of the record text,
-found through an FTS5 table with the ``trigram`` tokenizer (built by
-``keyword_schema.KEYWORD_MIGRATION``).
+found through an FTS5 table with the ``trigram`` tokenizer (``keyword_schema``), an optional
+index the store must have enabled (``mempp.store.indexes``).
 
 The trigram table indexes the same text as ``records_fts`` (external content: the text is
 stored once, in ``records``); it is filled by a trigger on insert, and an erasure takes a

@@ -30,7 +30,6 @@ from mempp.private import create_file
 from mempp.store.base import UNDATED_DEDUPE_KEY as UNDATED_KEY
 from mempp.store.migrations import Migration, newest, pending
 from mempp.store.sqlite.exact_file import ExactFile
-from mempp.store.sqlite.keyword_schema import KEYWORD_MIGRATION
 
 T = TypeVar("T")
 
@@ -377,7 +376,6 @@ MIGRATIONS: tuple[Migration, ...] = (
                 WHERE record_id NOT IN (SELECT id FROM records_fts_docsize)""",
         ),
     ),
-    KEYWORD_MIGRATION,
 )
 
 
