@@ -149,7 +149,9 @@ def test_the_leg_fuses_with_the_others_and_shows_in_the_hits(engine_location: st
 _WORDS = (
     "Hiking hike hiker pottery Potter painting paint painted camp Camping campfire adopt "
     "adoption kids Kid story stories Zürich ZÜRICH école École 東京 会議 budget Budgets "
-    "launch relaunch relaunched caroline Caroline melanie gym yoga Yoga dance dancing"
+    "launch relaunch relaunched caroline Caroline melanie gym yoga Yoga dance dancing "
+    # FTS5 folds these two into ASCII letters (the Kelvin sign, the long s); not the dotted I.
+    "\u212aid \u212aIDS \u017ftory İstanbul istanbul ISTANBUL"
 ).split()
 
 
@@ -203,6 +205,20 @@ def test_both_engines_rank_alike(both_locations: dict[str, str]) -> None:
     assert sum(1 for *_, hits in results["sqlite"] if hits) > 100  # the leg found rows
 
 
+def test_letters_folded_into_ascii_match_alike_on_each_engine(engine_location: str) -> None:
+    with open_memory(engine_location) as memory:
+        kelvin = memory.add("the \u212aIDS came along").id  # KELVIN SIGN, then "IDS"
+        long_s = memory.add("a \u017ftory told twice").id  # LATIN SMALL LETTER LONG S
+        dotted = memory.add("İstanbul in spring").id
+        plain = memory.add("istanbul in autumn").id
+        assert [h.id for h in memory.search("kids", settings=KW)] == [kelvin]
+        assert [h.id for h in memory.search("\u212aid", settings=KW)] == [kelvin]
+        assert [h.id for h in memory.search("Story", settings=KW)] == [long_s]
+        # The dotted capital I is not folded: each spelling finds its own row only.
+        assert [h.id for h in memory.search("Istanbul", settings=KW)] == [plain]
+        assert [h.id for h in memory.search("İstanbul", settings=KW)] == [dotted]
+
+
 def test_hostile_questions_never_raise(engine_location: str) -> None:
     with open_memory(engine_location) as memory:
         memory.add("100% of the_budget \"quoted\" O'Brien's *star* 東京")
@@ -245,3 +261,21 @@ def test_a_term_of_too_many_rows_is_dropped_on_each_engine(engine_location: str)
         # The filters come first: among Ana's rows the word is rare enough to count.
         by_ana = memory.search("zebra", settings=KW, author="Ana")
         assert [h.id for h in by_ana] == anas[::-1]
+
+
+def test_verify_finds_a_part_of_the_keyword_index_dropped(tmp_path) -> None:
+    path = tmp_path / "memory.db"
+    with open_memory(str(path)) as memory:
+        memory.add("a row")
+    for dropped, detail in (
+        ("DROP INDEX records_kw_rows", "its index records_kw_rows is missing"),
+        ("DROP TRIGGER records_kw_insert", "its trigger records_kw_insert is missing"),
+    ):
+        with sqlite3.connect(path) as conn:
+            conn.execute(dropped)
+        with Memory(str(path), embedder=KeywordEmbedder(["alpha"])) as memory:
+            failing = {check.name: check.detail for check in memory.verify() if not check.ok}
+            assert failing["keyword index"].startswith(detail)
+            memory.disable_index("keyword")  # what is left of it goes; enabled again whole
+            memory.enable_index("keyword")
+            assert all(check.ok for check in memory.verify())

@@ -5,10 +5,14 @@ The lexical leg matches whole stemmed tokens; this leg finds a word inside a lon
 ("hike" in "hiking", "paint" in "painting", "adopt" in "adoption") and a name glued to
 punctuation, which a chat turn's short, informal text often needs. Each engine finds, per
 term, the ids of its in-scope rows (tenant, active, as-of bound, filters) whose text holds the
-term, through an index (SQLite FTS5's ``trigram`` tokenizer, PostgreSQL's ``pg_trgm``), and
-checks the match with the same rule: the term is a substring of the text lower-cased in
-ASCII only (``lower()`` in SQLite, ``translate`` in PostgreSQL; other letters keep their case
-on both), so both engines agree on every match and so on the ranking (``rank_matches``).
+term, through an index (SQLite FTS5's ``trigram`` tokenizer, PostgreSQL's ``pg_trgm``), by
+one rule: the term is a substring of the text folded by ``fold`` (A-Z to a-z, and the two
+characters outside ASCII that FTS5's case folding turns into ASCII letters: the Kelvin sign
+to ``k``, the long s to ``s``; every other character keeps its case). FTS5's own match is
+exactly that rule for an ASCII term, so SQLite reads no text for one; for a term with other
+letters (which FTS5 folds more widely) it checks the folded text of each row it finds.
+PostgreSQL indexes the folded text itself and asks ``LIKE``, so its match is the rule too.
+Both engines thus agree on every match and so on the ranking (``rank_matches``).
 
 A term matched by more than ``MAX_TERM_ROWS`` in-scope rows is dropped from the question: it
 says little (its weight would be near zero) and listing its rows would cost a read of each,
@@ -25,7 +29,12 @@ from mempp.search.query import ENGLISH_STOP_WORDS, UNSTORABLE
 
 # Letters and digits of any script; ``_`` would be a LIKE wildcard.
 _WORD = re.compile(r"[^\W_]+")
-_ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
+_UPPER = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+# What FTS5's trigram tokenizer folds into an ASCII letter: A-Z, KELVIN SIGN, LATIN SMALL
+# LETTER LONG S (checked over every code point with SQLite 3.40's FTS5).
+FOLD_FROM = _UPPER + "\u212a\u017f"
+FOLD_TO = _UPPER.lower() + "ks"
+_FOLD = str.maketrans(FOLD_FROM, FOLD_TO)
 # Both indexes work on three-character pieces: a shorter term cannot be looked up in them.
 MIN_TERM_CHARS = 3
 MAX_TERMS = 8
@@ -35,10 +44,10 @@ _SUFFIXES = ("ing", "ies", "ied", "ed", "es", "s", "ly")
 _MIN_STEM = 3
 
 
-def ascii_lower(text: str) -> str:
-    """``text`` with A-Z lower-cased and every other character as it is (what SQLite's
-    ``lower()`` does without ICU, and what the PostgreSQL leg's ``translate`` does)."""
-    return text.translate(_ASCII_LOWER)
+def fold(text: str) -> str:
+    """``text`` as the leg compares it: ``FOLD_FROM`` mapped to ``FOLD_TO``, every other
+    character as it is."""
+    return text.translate(_FOLD)
 
 
 def stem(word: str) -> str:
@@ -52,13 +61,13 @@ def stem(word: str) -> str:
 
 
 def keyword_terms(question: str) -> tuple[str, ...]:
-    """The question's content words as substring terms: ASCII-lower-cased, English stop words
+    """The question's content words as substring terms: folded (``fold``), English stop words
     dropped, lightly stemmed, at least ``MIN_TERM_CHARS`` characters, a term that holds
     another one dropped (the shorter one matches all its rows), at most ``MAX_TERMS`` in
     question order. A question of stop words only, or of words too short to index (most
     words of a CJK question are one or two characters), has none: the leg then returns
     nothing."""
-    words = _WORD.findall(ascii_lower(UNSTORABLE.sub("", question)))
+    words = _WORD.findall(fold(UNSTORABLE.sub("", question)))
     stems: list[str] = []
     for word in words:
         if word in ENGLISH_STOP_WORDS:

@@ -2,10 +2,9 @@
 text, found through the ``pg_trgm`` index of ``keyword_schema``, an optional index the store
 must have enabled (``mempp.store.indexes``).
 
-``text ILIKE '%term%'`` is what the index answers; it folds case by the database's locale, so
-it finds a superset of the leg's rule, which is then checked on each row found: the term is a
-substring of the text lower-cased in ASCII only (``translate``), as SQLite's ``lower()`` does.
-Both engines thus match the same rows and rank them alike (``rank_matches``).
+The index holds the text as the leg folds it (``mempp_kw_fold``), so ``LIKE '%term%'`` on
+that expression is the leg's rule itself: PostgreSQL's own recheck of the index's candidates
+makes the match exact, and it agrees with SQLite's, whatever the database's locale.
 """
 
 from __future__ import annotations
@@ -15,9 +14,8 @@ from collections.abc import Sequence
 from mempp.filters import NO_FILTERS, Filters
 from mempp.search.keyword import MAX_TERM_ROWS, rank_matches
 from mempp.store.filter_sql import filter_condition
+from mempp.store.postgres.keyword_schema import FOLD_FUNCTION
 from mempp.store.postgres.schema import _PostgresBase
-
-_UPPER = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 
 
 class _KeywordMixin(_PostgresBase):
@@ -38,8 +36,7 @@ class _KeywordMixin(_PostgresBase):
         where, params = filter_condition(filters, "r", "postgres")
         sql = f"""SELECT r.id FROM records r
                   WHERE r.scope = %(scope)s AND r.state = 'active'
-                    AND r.text ILIKE %(pattern)s
-                    AND strpos(translate(r.text, %(upper)s, %(lower)s), %(term)s) > 0
+                    AND {FOLD_FUNCTION}(r.text) LIKE %(pattern)s
                     {date_condition}{where}
                   LIMIT %(cap)s"""
         matches: dict[str, list[int]] = {}
@@ -51,9 +48,6 @@ class _KeywordMixin(_PostgresBase):
                         "scope": scope,
                         # Terms are letters and digits only: nothing in them is a wildcard.
                         "pattern": f"%{term}%",
-                        "upper": _UPPER,
-                        "lower": _UPPER.lower(),
-                        "term": term,
                         "as_of": as_of,
                         "cap": MAX_TERM_ROWS + 1,
                         **params,

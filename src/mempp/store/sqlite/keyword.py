@@ -2,9 +2,12 @@
 found through an FTS5 table with the ``trigram`` tokenizer (``keyword_schema``), an optional
 index the store must have enabled (``mempp.store.indexes``).
 
-The trigram table indexes the same text as ``records_fts`` (external content: the text is
-stored once, in ``records``); it is filled by a trigger on insert, and an erasure takes a
-redacted row's text out of it as out of ``records_fts`` (``mempp.store.sqlite.erasure``).
+For an ASCII term, FTS5's match is the leg's rule itself (its case folding turns into ASCII
+letters exactly what ``fold`` does), so each match is read from the index and checked
+against the scope through ``records_kw_rows`` (id, scope, state, event key), a narrow index
+enabled with the trigram table: no record row, no text. A term with other letters is
+checked on each row's folded text, since FTS5 folds those more widely than the rule does
+(``Zürich`` matches ``ZÜRICH`` there). Filters other than the as-of bound read the row.
 """
 
 from __future__ import annotations
@@ -12,14 +15,23 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from mempp.filters import NO_FILTERS, Filters
-from mempp.search.keyword import MAX_TERM_ROWS, rank_matches
+from mempp.search.keyword import FOLD_FROM, FOLD_TO, MAX_TERM_ROWS, rank_matches
 from mempp.store.filter_sql import filter_condition
-from mempp.store.sqlite.keyword_schema import KEYWORD_TABLE
+from mempp.store.sqlite.keyword_schema import KEYWORD_ROWS_INDEX, KEYWORD_TABLE
 from mempp.store.sqlite.schema import _SQLiteBase
 
 
 def _quoted(term: str) -> str:
     return '"' + term.replace('"', '""') + '"'
+
+
+def _folded(column: str) -> str:
+    """SQL for ``fold(column)``: ``lower()`` folds A-Z only (SQLite without ICU), then the
+    two characters beyond ASCII."""
+    sql = f"lower({column})"
+    for source, target in zip(FOLD_FROM[26:], FOLD_TO[26:], strict=True):
+        sql = f"replace({sql}, char({ord(source)}), '{target}')"
+    return sql
 
 
 class _KeywordMixin(_SQLiteBase):
@@ -38,17 +50,19 @@ class _KeywordMixin(_SQLiteBase):
             return []
         date_condition = "" if as_of is None else " AND r.event_key <= :as_of"
         where, params = filter_condition(filters, "r", "sqlite")
-        # The trigram index folds case in every script and so finds a superset; instr on the
-        # ASCII-lower-cased text is the match itself, the rule PostgreSQL applies too.
-        # CROSS JOIN fixes the join order (the index's matches first): otherwise SQLite may
-        # walk every row of the scope and look each up in the index (seconds at 100k rows).
-        sql = f"""SELECT r.id FROM {KEYWORD_TABLE} k CROSS JOIN records r ON r.id = k.rowid
-                  WHERE {KEYWORD_TABLE} MATCH :match AND instr(lower(r.text), :term) > 0
-                    AND r.scope = :scope AND r.state = 'active'{date_condition}{where}
-                  LIMIT :cap"""
         matches: dict[str, list[int]] = {}
         with self._lock:
             for term in terms:
+                exact = term.isascii()
+                # CROSS JOIN fixes the join order (the index's matches first): otherwise
+                # SQLite may walk every row of the scope and look each up in the index.
+                narrow = f" INDEXED BY {KEYWORD_ROWS_INDEX}" if exact and not where else ""
+                check = "" if exact else f" AND instr({_folded('r.text')}, :term) > 0"
+                sql = f"""SELECT r.id FROM {KEYWORD_TABLE} k
+                          CROSS JOIN records r{narrow} ON r.id = k.rowid
+                          WHERE {KEYWORD_TABLE} MATCH :match{check}
+                            AND r.scope = :scope AND r.state = 'active'{date_condition}{where}
+                          LIMIT :cap"""
                 rows = self._conn.execute(
                     sql,
                     {

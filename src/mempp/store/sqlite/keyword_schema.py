@@ -1,6 +1,9 @@
 """The SQLite keyword index (``mempp.store.sqlite.keyword``), an optional index
 (``mempp.store.indexes``): an FTS5 table with the ``trigram`` tokenizer over the record text,
-external content (the text is stored once, in ``records``), filled by a trigger on insert.
+external content (the text is stored once, in ``records``), filled by a trigger on insert;
+and ``records_kw_rows``, a narrow index of each record's id, scope, state and event key, so
+that the leg checks a match's scope without reading the record row (which holds its text and
+vector).
 
 Built only when a store enables it (``mempp.store.sqlite.indexes``): what to create, how to
 fill it from the rows already stored, what to drop, how an erasure takes a redacted row's text
@@ -15,6 +18,7 @@ from mempp.store.indexes import Progress
 from mempp.store.verify import Check
 
 KEYWORD_TABLE = "records_kw"
+KEYWORD_ROWS_INDEX = "records_kw_rows"
 _TRIGGER = "records_kw_insert"
 # Rows read and indexed per step of a build (one transaction in all: the steps only report).
 _FILL_ROWS = 20_000
@@ -25,8 +29,14 @@ CREATE = (
     f"""CREATE TRIGGER {_TRIGGER} AFTER INSERT ON records BEGIN
         INSERT INTO {KEYWORD_TABLE} (rowid, text) VALUES (new.id, new.text);
     END""",
+    f"CREATE INDEX {KEYWORD_ROWS_INDEX} ON records (id, scope, state, event_key)",
 )
-DROP = (f"DROP TRIGGER {_TRIGGER}", f"DROP TABLE {KEYWORD_TABLE}")
+# IF EXISTS: a part dropped by hand (verify says which) does not stop the rest going.
+DROP = (
+    f"DROP TRIGGER IF EXISTS {_TRIGGER}",
+    f"DROP TABLE IF EXISTS {KEYWORD_TABLE}",
+    f"DROP INDEX IF EXISTS {KEYWORD_ROWS_INDEX}",
+)
 
 
 def fill(conn: sqlite3.Connection, progress: Progress | None) -> None:
@@ -78,9 +88,14 @@ def check(conn: sqlite3.Connection) -> Check:
         )
     except sqlite3.DatabaseError as exc:
         return Check(name, False, f"does not match the records ({exc})")
-    present = conn.execute(
-        "SELECT count(*) FROM sqlite_master WHERE type = 'trigger' AND name = ?", (_TRIGGER,)
-    ).fetchone()[0]
-    if not present:
+    present = {
+        row[0]
+        for row in conn.execute(
+            "SELECT name FROM sqlite_master WHERE name IN (?, ?)", (_TRIGGER, KEYWORD_ROWS_INDEX)
+        )
+    }
+    if _TRIGGER not in present:
         return Check(name, False, f"its trigger {_TRIGGER} is missing: new rows are not indexed")
+    if KEYWORD_ROWS_INDEX not in present:
+        return Check(name, False, f"its index {KEYWORD_ROWS_INDEX} is missing")
     return Check(name, True, "matches the records")
