@@ -130,9 +130,9 @@ def main() -> None:
             else:
                 print(f"{label}: {value}")
     finally:
-        if not args.keep:
-            for suffix in ("", "-wal", "-shm"):
-                Path(f"{path}{suffix}").unlink(missing_ok=True)
+        if not args.keep:  # the file, its WAL and the replicas warm() saved beside it
+            for leftover in path.parent.glob(f"{path.name}*"):
+                leftover.unlink()
 
 
 if __name__ == "__main__":

@@ -67,11 +67,30 @@ def tables(results: Mapping[str, Any], reference: str, metrics: Sequence[str]) -
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("results", type=Path)
+    parser.add_argument(
+        "results",
+        type=Path,
+        nargs="+",
+        help="results.json of one run; more runs of the same questions add their systems "
+        "(but the reference) as <system>@<the run's folder name>",
+    )
     parser.add_argument("--reference", default="mempp-default")
     parser.add_argument("--metrics", nargs="+", default=["recall@10", "recall@50"])
     args = parser.parse_args()
-    results = json.loads(args.results.read_text(encoding="utf-8"))
+    first, *more = args.results
+    results = json.loads(first.read_text(encoding="utf-8"))
+    asked = [row["question"] for row in results["questions"] if row["system"] == args.reference]
+    for path in more:
+        other = json.loads(path.read_text(encoding="utf-8"))
+        rows = other["questions"]
+        if [r["question"] for r in rows if r["system"] == args.reference] != asked:
+            raise SystemExit(f"{path}: not the same questions as {first}")
+        label = path.resolve().parent.name
+        results["questions"] += [
+            {**row, "system": f"{row['system']}@{label}"}
+            for row in rows
+            if row["system"] != args.reference
+        ]
     print(tables(results, args.reference, args.metrics))
 
 
