@@ -41,3 +41,15 @@ def test_http_hits_carry_the_keyword_leg(served: str) -> None:
     assert hits and hits[0]["leg_ranks"].get("kw") == 1 and "kw" in hits[0]["legs"]
     plain = httpx.post(f"{served}/v1/search", json={"query": "any hiking news?"}, timeout=30)
     assert all("kw" not in hit["leg_ranks"] for hit in plain.json()["hits"])
+
+
+def test_http_search_needing_the_missing_index_is_a_422_naming_the_command(
+    tmp_path: Path,
+) -> None:
+    state = ServerState(str(tmp_path / "plain.db"), embedder=KeywordEmbedder(["plan"]))
+    state.memory("default").add("We went hiking on Sunday.", author="Ana", date="2024-01-01")
+    with live_server(create_app(state), lifespan="on") as url:
+        body = {"query": "any hiking news?", "preset": "default-keyword"}
+        reply = httpx.post(f"{url}/v1/search", json=body, timeout=30)
+    assert reply.status_code == 422, reply.text
+    assert "mempp index enable keyword" in reply.text
