@@ -17,13 +17,23 @@ EXTENSION = "pg_trgm"
 INDEX_NAME = "records_text_trgm"
 FOLD_FUNCTION = "mempp_kw_fold"
 
+
+def _fold_sql() -> str:
+    sql = 'lower(body COLLATE "C")'
+    for source, target in zip(FOLD_FROM[26:], FOLD_TO[26:], strict=True):
+        sql = f"replace({sql}, '{source}', '{target}')"
+    return sql
+
+
 CREATE = (
     f"CREATE EXTENSION IF NOT EXISTS {EXTENSION}",
-    # IMMUTABLE (translate is), so an index may be built on it; the leg's LIKE on the same
-    # expression is the rule itself, and the index answers it.
+    # IMMUTABLE, so an index may be built on it; the leg's LIKE on the same expression is the
+    # rule itself, and the index answers it. lower() under the "C" collation folds A-Z only,
+    # whatever the database's locale; then the two characters beyond ASCII. (translate()
+    # does the same but costs some 15 times more per row, and every candidate is rechecked.)
     f"""CREATE OR REPLACE FUNCTION {FOLD_FUNCTION}(body TEXT) RETURNS TEXT
         LANGUAGE sql IMMUTABLE PARALLEL SAFE
-        AS $$SELECT translate(body, '{FOLD_FROM}', '{FOLD_TO}')$$""",
+        AS $$SELECT {_fold_sql()}$$""",
     f"CREATE INDEX {INDEX_NAME} ON records USING gin ({FOLD_FUNCTION}(text) gin_trgm_ops)",
 )
 # IF EXISTS: a part dropped by hand (verify says which) does not stop the rest going.
