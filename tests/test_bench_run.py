@@ -516,3 +516,24 @@ def test_missing_matplotlib_skips_plots_only(
     assert (tmp_path / "out" / "results.md").exists()
     assert not (tmp_path / "out" / "categories.png").exists()
     assert "plots skipped" in capsys.readouterr().err
+
+
+def test_a_system_needing_an_optional_index_gets_it_on_file_and_on_postgres(
+    tmp_path: Path, tiny: Path, pg_url: str
+) -> None:
+    """The bench enables the indexes its systems' settings read (mempp.store.indexes) on its
+    own store, once: the keyword leg runs, on both engines, with the same rankings."""
+    embedder = KeywordEmbedder(KEYWORDS)
+    argv = [*_argv(tmp_path, tiny, "--no-plots"), "--systems", "mempp:default-keyword"]
+    found = []
+    for extra in ([], ["--engine-url", pg_url]):
+        assert cli.run(parse([*argv, *extra]), embedder=embedder, spans=whitespace_spans) == 0
+        found.append(json.loads((tmp_path / "out" / "results.json").read_text("utf-8")))
+    on_file, on_pg = found
+    assert on_file["timings"]["index_keyword_s"] >= 0 and on_pg["timings"]["index_keyword_s"] >= 0
+    top = [[r["top"] for r in results["questions"]] for results in found]
+    assert top[0] == top[1] and any(top[0])
+    # The second run on file finds the index already built with the cached store.
+    assert cli.run(parse(argv), embedder=embedder, spans=whitespace_spans) == 0
+    again = json.loads((tmp_path / "out" / "results.json").read_text("utf-8"))
+    assert "index_keyword_s" not in again["timings"]

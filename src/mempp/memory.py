@@ -38,6 +38,7 @@ from mempp.search.row_facts import RowFacts
 from mempp.search.stages import stage
 from mempp.settings import Settings, preset
 from mempp.store import Store, open_store
+from mempp.store.indexes import require as require_indexes
 from mempp.store.verify import Check
 
 if TYPE_CHECKING:  # the LLM modules load only when ask() runs
@@ -307,7 +308,9 @@ class Memory:
     ) -> LegLists:
         """Run the three legs alone (used by ``search`` and by the benchmarks). The question
         is encoded while the legs that need no vector run (and ``facts`` looks up their rows
-        for the fusion meanwhile)."""
+        for the fusion meanwhile). Settings needing an optional index the store lacks fail
+        first (``IndexMissing``), before the encoder loads."""
+        require_indexes(settings, self._store)
         vector = self._query_encoding(question) if settings.w_vec > 0 else None
         return run_legs(self._store, self.scope, question, vector, as_of, settings, filters, facts)
 
@@ -452,6 +455,25 @@ class Memory:
         full-text index against the records, a vector for every record, the append-only
         triggers. See docs/architecture.md, "What the database enforces"."""
         return self._store.verify()  # type: ignore[attr-defined, no-any-return]
+
+    # -- optional indexes (mempp.store.indexes) --------------------------------------------
+    def indexes(self) -> tuple[str, ...]:
+        """The optional indexes this store has enabled (every scope shares them)."""
+        return self._store.indexes()
+
+    def enable_index(
+        self, name: str, *, progress: Callable[[int, int], None] | None = None
+    ) -> bool:
+        """Build optional index ``name`` (``"keyword"``: the keyword leg's, which ``w_kw > 0``
+        needs) over every stored row in one transaction, and keep it on every write from then
+        on. ``progress(done, total)`` is told the rows indexed. False when it was already
+        enabled."""
+        return self._store.enable_index(validate.clean_text(name, "index"), progress=progress)
+
+    def disable_index(self, name: str) -> bool:
+        """Drop optional index ``name``; searches needing it then fail until it is enabled
+        again. False when it was not enabled."""
+        return self._store.disable_index(validate.clean_text(name, "index"))
 
     def reembed(
         self,

@@ -16,7 +16,7 @@ LexicalMode = Literal["disjunctive", "conjunctive"]
 LexicalRank = Literal["bm25", "cover_density"]
 ReserveRule = Literal["paper", "scaled"]
 StopWords = Literal["short", "english"]
-LEGS = ("lex", "tag", "vec")
+LEGS = ("lex", "tag", "vec", "kw")
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,6 +36,8 @@ class Settings:
     stem once however many question words reduce to it. ``thread_weight`` (0 = off) is the
     share of its fused score a row lends to the next row of its thread, ``thread_weight ** 2``
     to the one after, up to ``thread_depth`` rows (see ``mempp.search.fusion.add_thread_context``).
+    ``w_kw`` (0 = off) weighs the keyword leg: the question's content words matched as
+    substrings of the text (see ``mempp.search.keyword``), fused with the other three.
     ``as_of_in_question`` (opt-in) lets an "as of <date>" phrase in the question set the as-of
     bound when the caller passes none (see ``mempp.search.query.question_as_of``).
     ``lexical_rank`` picks PostgreSQL's lexical ranking: ``"cover_density"`` is the paper's
@@ -49,6 +51,7 @@ class Settings:
     w_lex: float = 1.0
     w_tag: float = 1.0
     w_vec: float = 2.0
+    w_kw: float = 0.0
     candidates: int = 200
     lexical_mode: LexicalMode = "disjunctive"
     max_terms: int | None = 8
@@ -140,6 +143,27 @@ PRESETS: dict[str, Settings] = {
         w_lex=1.0,
         w_tag=0.25,
         w_vec=1.0,
+        candidates=100,
+        lexical_mode="disjunctive",
+        max_terms=None,
+        stop_words="english",
+        gamma=5.0,
+        tag_ngrams=2,
+        w_date=1.0,
+        phrases=True,
+        unique_stems=True,
+        thread_weight=0.4,
+        thread_depth=2,
+        lexical_rank="bm25",
+        reserve_rule="scaled",
+    ),
+    # The default with the keyword leg (docs/retrieval.md): it gains on LoCoMo's chat turns on
+    # both halves and lowers OrgMemBench's test half, so it is a choice, not the default.
+    "default-keyword": Settings(
+        w_lex=1.0,
+        w_tag=0.25,
+        w_vec=1.0,
+        w_kw=0.5,
         candidates=100,
         lexical_mode="disjunctive",
         max_terms=None,

@@ -89,10 +89,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_bench_parser(commands)
     add_graph_parser(commands)
+    from mempp.cli.index import add_parser as add_index_parser
     from mempp.cli.reembed import add_parser as add_reembed_parser
     from mempp.cli.verify import add_parser as add_verify_parser
 
     add_verify_parser(commands)
+    add_index_parser(commands)
     add_reembed_parser(commands)
     add_time_parser(commands)
     from mempp.cli.transfer import add_parser as add_transfer_parser
@@ -227,6 +229,10 @@ def _dispatch(args: argparse.Namespace) -> int:
             from mempp.cli.verify import run as run_verify
 
             return run_verify(memory, args)
+        if args.command == "index":
+            from mempp.cli.index import run as run_index
+
+            return run_index(memory, args)
         if args.command == "reembed":
             from mempp.cli.reembed import run as run_reembed
 
@@ -280,7 +286,16 @@ def _open(args: argparse.Namespace):  # type: ignore[no-untyped-def]
     name = args.encoder or os.environ.get(ENV_ENCODER)
     # These only read rows (reembed builds the encoder it switches to itself; a restore
     # encodes only a snapshot without vectors, and then with the encoder --encoder names).
-    encodes = args.command not in ("get", "info", "export", "verify", "reembed", "dump", "backup")
+    encodes = args.command not in (
+        "get",
+        "info",
+        "export",
+        "verify",
+        "reembed",
+        "dump",
+        "backup",
+        "index",
+    )
     embedder = None if name is None or not encodes else embedder_named(name)
     return Memory(location, scope=args.scope or DEFAULT_SCOPE, embedder=embedder)
 

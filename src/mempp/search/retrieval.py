@@ -1,5 +1,5 @@
-"""The read path ``Phi(q, theta)``: temporal scope, three legs, fusion, the date leg, thread
-context, recency reserve.
+"""The read path ``Phi(q, theta)``: temporal scope, three legs (and the optional keyword
+leg), fusion, the date leg, thread context, recency reserve.
 
 No language model is called here. The scope (tenant, active rows, ``event_date <= as_of``)
 is applied inside every leg's lookup, before ranking, so every slot goes to an eligible row.
@@ -18,12 +18,14 @@ from mempp.filters import NO_FILTERS, Filters
 from mempp.records import Hit
 from mempp.search import stages
 from mempp.search.fusion import Fused, add_date_leg, add_thread_context, rrf
+from mempp.search.keyword import keyword_terms
 from mempp.search.query import date_spans, lexical_query, question_as_of, tag_labels
 from mempp.search.reserve import recency, select_with_reserve
 from mempp.search.row_facts import RowFacts
 from mempp.search.stages import stage, timed
 from mempp.settings import LEGS, Settings
 from mempp.store.base import Store
+from mempp.store.indexes import require as require_indexes
 from mempp.threads.background import starting
 
 
@@ -37,10 +39,12 @@ class LegLists:
     # Rows dated within a day or month the question names (unordered: the date leg orders
     # them by the other legs' fused score).
     dated: list[int] = field(default_factory=list)
+    # Rows holding the question's content words as substrings (mempp.search.keyword).
+    kw: list[int] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, list[int]]:
-        """The three ranked legs (the date leg is applied after their fusion)."""
-        return {"lex": self.lex, "tag": self.tag, "vec": self.vec}
+        """The ranked legs of the first fusion (the date leg is applied after it)."""
+        return {"lex": self.lex, "tag": self.tag, "vec": self.vec, "kw": self.kw}
 
 
 def scope_bound(question: str, as_of: int | None, settings: Settings) -> int | None:
@@ -68,7 +72,9 @@ def run_legs(
     ``query_vector`` may be the call that computes it (the question's encoding): it then runs
     on a thread of its own while the legs that need no vector run, and the vector leg goes
     last. If the vector is still being computed when those legs are done, ``facts`` looks up
-    what the fusion will ask about their rows meanwhile (:meth:`RowFacts.look_ahead`)."""
+    what the fusion will ask about their rows meanwhile (:meth:`RowFacts.look_ahead`).
+    Settings that need an optional index the store lacks raise ``IndexMissing``."""
+    require_indexes(settings, store)
     limit = settings.candidates
     calls: dict[str, Callable[[], list[int]]] = {}
     if settings.w_lex > 0:
@@ -80,6 +86,11 @@ def run_legs(
         labels = tag_labels(question, settings)
         calls["tag"] = timed(
             stages.TAG, lambda: store.tagged(scope, labels, as_of, limit, filters=filters)
+        )
+    if settings.w_kw > 0:
+        words = keyword_terms(question)
+        calls["kw"] = timed(
+            stages.KEYWORD, lambda: store.keyword(scope, words, as_of, limit, filters=filters)
         )
     spans = date_spans(question) if settings.w_date > 0 else ()
     if spans:
@@ -96,16 +107,16 @@ def run_legs(
             stages.VECTOR, lambda: store.nearest(scope, vector(), as_of, limit, filters=filters)
         )
     found = dict(zip(calls, store.gather(list(calls.values())), strict=True))
-    lex, tag, vec = (found.get(leg, []) for leg in ("lex", "tag", "vec"))
+    lex, tag, vec, kw = (found.get(leg, []) for leg in ("lex", "tag", "vec", "kw"))
     dated: list[int] = []
     if spans:
         # The legs' own candidates dated in the spans, then the newest other such rows.
-        matched = {*lex, *tag, *vec}
+        matched = {*lex, *tag, *vec, *kw}
         dated = store.dated_within(
             scope, spans, as_of, len(matched), among=matched, filters=filters
         )
         dated += [row for row in found["dated"] if row not in matched]
-    return LegLists(lex, tag, vec, dated)
+    return LegLists(lex, tag, vec, dated, kw)
 
 
 def _vector_call(

@@ -405,7 +405,7 @@ class RecordOut(BaseModel):
 class HitOut(RecordOut):
     rank: int = Field(description="1-based position in the result.")
     score: float = Field(description="Fused score (weighted reciprocal rank fusion).")
-    legs: list[str] = Field(description="The legs that found it: lex, tag, vec, date, thread.")
+    legs: list[str] = Field(description="The legs that found it: lex, tag, vec, kw, date, thread.")
     leg_ranks: dict[str, int] = Field(description="Its 1-based rank in each leg's list.")
     reserved: bool = Field(description="Placed by a recency slot.")
     superseded_on: str | None = Field(

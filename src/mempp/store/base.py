@@ -21,6 +21,7 @@ from mempp.errors import InvalidInput, StoreError
 from mempp.filters import NO_FILTERS, Filters
 from mempp.records import AddResult, Document, Record, State
 from mempp.search.query import LexicalQuery
+from mempp.store.indexes import IndexedStore
 
 T = TypeVar("T")
 
@@ -29,7 +30,10 @@ STATE_COUNT_KEYS = ("active", "archived", "redacted", "superseded")
 
 
 @runtime_checkable
-class Store(Protocol):
+class Store(IndexedStore, Protocol):
+    """Every engine's reads and writes; the optional indexes and their legs are
+    ``IndexedStore``'s (mempp.store.indexes)."""
+
     #: Where the data lives, for messages (a path or a URL without password).
     location: str
 

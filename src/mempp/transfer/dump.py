@@ -5,7 +5,8 @@ at a time, from one consistent view: see ``SnapshotStore.snapshot``):
 
 * line 1, the header: ``{"format": "mempp-dump", "version": 1, "encoder": {"name", "dim"}
   or null, "scopes": [...] or null (every scope), "vectors": true/false, "mempp": version,
-  "engine": the source engine, "created_at": ...}``;
+  "engine": the source engine, "created_at": ..., "indexes": the optional indexes the store
+  has enabled (mempp.store.indexes), which a restore builds again}``;
 * then one line per row, ``{"row": "record" | "run" | "group" | "change" | "redaction" |
   "triple" | "extraction" | "key", ...}`` with the fields ``SnapshotStore`` names, kind by
   kind (records first); a record's ``vector`` is its float32 embedding, little-endian, in
@@ -116,6 +117,7 @@ def write_dump(
             "encoder": None if encoder is None else {"name": encoder[0], "dim": encoder[1]},
             "scopes": None if scopes is None else sorted(set(scopes)),
             "vectors": vectors,
+            "indexes": list(store.indexes()),
         }
     )
     report = DumpReport()

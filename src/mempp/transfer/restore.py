@@ -26,8 +26,9 @@ import numpy as np
 
 from mempp.dates import parse_event_date
 from mempp.encoders import Embedder
-from mempp.errors import EncoderMismatch, InvalidDate, InvalidInput, StoreError
+from mempp.errors import EncoderMismatch, InvalidDate, InvalidInput, MemppError, StoreError
 from mempp.store.base import SNAPSHOT_KINDS, SnapshotStore, Store
+from mempp.store.indexes import OPTIONAL_INDEXES
 from mempp.transfer.dump import FORMAT, VERSION, chain_digest
 
 ENCODE_BATCH = 64
@@ -132,6 +133,8 @@ class Header:
     encoder: tuple[str, int] | None
     scopes: list[str] | None
     vectors: bool
+    # The optional indexes the source had enabled (none in a snapshot from before them).
+    indexes: tuple[str, ...] = ()
 
 
 @dataclass
@@ -141,14 +144,21 @@ class RestoreReport:
     counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(SNAPSHOT_KINDS, 0))
     scopes: list[str] = field(default_factory=list)
     encoded: int = 0  # records encoded again (a snapshot without vectors)
+    indexes: list[str] = field(default_factory=list)  # optional indexes built again
 
     def summary(self) -> str:
         shown = ", ".join(f"{n} {kind}s" for kind, n in self.counts.items() if n)
         again = f"; {self.encoded} texts encoded again" if self.encoded else ""
-        return f"restored {shown or 'nothing'} into {len(self.scopes)} scopes{again}"
+        built = f"; rebuilt the {', '.join(self.indexes)} index" if self.indexes else ""
+        return f"restored {shown or 'nothing'} into {len(self.scopes)} scopes{again}{built}"
 
     def to_dict(self) -> dict[str, object]:
-        return {"counts": dict(self.counts), "scopes": self.scopes, "encoded": self.encoded}
+        return {
+            "counts": dict(self.counts),
+            "scopes": self.scopes,
+            "encoded": self.encoded,
+            "indexes": self.indexes,
+        }
 
 
 class SnapshotError(InvalidInput):
@@ -227,7 +237,16 @@ def _header(shown: str, value: dict[str, Any]) -> Header:
         raise SnapshotError(f"{where}: the header's scopes are not a list of names")
     if not isinstance(value.get("vectors"), bool):
         raise SnapshotError(f"{where}: the header does not say whether vectors are included")
-    return Header(version, bound, scopes, value["vectors"])
+    indexes = value.get("indexes", [])
+    if not (isinstance(indexes, list) and all(isinstance(name, str) for name in indexes)):
+        raise SnapshotError(f"{where}: the header's indexes are not a list of names")
+    unknown = sorted(set(indexes) - set(OPTIONAL_INDEXES))
+    if unknown:
+        raise SnapshotError(
+            f"{where}: the header names optional indexes this mempp does not know "
+            f"({', '.join(unknown)}); upgrade mempp to restore it"
+        )
+    return Header(version, bound, scopes, value["vectors"], tuple(sorted(set(indexes))))
 
 
 def check(path: str) -> tuple[Header, dict[str, int], list[str]]:
@@ -481,4 +500,14 @@ def restore_dump(store: Store, path: str, *, embedder: Embedder | None = None) -
     report.counts.update(written)
     if report.counts != counts:  # pragma: no cover - the store wrote what it was given
         raise StoreError(f"restore wrote {report.counts}, the snapshot holds {counts}")
+    # Derived from the rows just written, so built after them (each in its own transaction).
+    for name in header.indexes:
+        try:
+            store.enable_index(name)
+        except MemppError as exc:
+            raise StoreError(
+                f"restored every row, but the {name} index the snapshot had enabled could not "
+                f"be built ({exc}); run `mempp index enable {name}`"
+            ) from None
+    report.indexes = list(header.indexes)
     return report

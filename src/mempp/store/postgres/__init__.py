@@ -74,7 +74,9 @@ from mempp.store.postgres.connect import (
 )
 from mempp.store.postgres.erasure import _ErasureMixin
 from mempp.store.postgres.graph import _GraphMixin
+from mempp.store.postgres.indexes import _IndexesMixin
 from mempp.store.postgres.keys import _KeysMixin
+from mempp.store.postgres.keyword import _KeywordMixin
 from mempp.store.postgres.legs import _LegsMixin
 from mempp.store.postgres.nearest import EF_SEARCH_CEILING, VECTORS_MAX_ROWS
 from mempp.store.postgres.reembed import _ReembedMixin
@@ -105,12 +107,14 @@ __all__ = [
 
 class PostgresStore(
     _LegsMixin,
+    _KeywordMixin,
     _SnapshotMixin,
     _ReembedMixin,
     _ErasureMixin,
     _TimelineMixin,
     _GraphMixin,
     _VerifyMixin,
+    _IndexesMixin,
     _KeysMixin,
     _BulkMixin,
 ):

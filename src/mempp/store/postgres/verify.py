@@ -3,7 +3,7 @@ record that is not a tombstone, every text against its stored hash (the full-tex
 column generated from the text, so a text rewritten with the triggers off is found by its
 hash, not by the index), each row's terms as today's analysis of its text gives them
 (``mempp.index.analysis``) and its full-text vector as its terms give it, the append-only
-triggers. (Page-level integrity
+triggers, each enabled optional index (``mempp.store.postgres.indexes``). (Page-level integrity
 is PostgreSQL's own: data checksums and the ``amcheck`` extension.)"""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from mempp.index.analysis import terms_of
-from mempp.store.postgres.schema import _PostgresBase
+from mempp.store.postgres.indexes import _IndexesMixin
 from mempp.store.verify import (
     POSTGRES_TRIGGERS,
     Check,
@@ -25,7 +25,7 @@ from mempp.store.verify import (
 _VERIFY_ROWS = 2000
 
 
-class _VerifyMixin(_PostgresBase):
+class _VerifyMixin(_IndexesMixin):
     def verify(self) -> list[Check]:
         checks: list[Check] = []
         with self._connection() as conn:
@@ -73,6 +73,7 @@ class _VerifyMixin(_PostgresBase):
             else:
                 checks.append(reembed_check(None, 0, 0, 0))
             checks.append(self._full_text_check(conn))
+            checks += self._index_checks(conn)
             present = {
                 row[0]
                 for row in conn.execute(

@@ -12,8 +12,9 @@
 The engine is a package by concern: ``schema`` (connection, migrations), ``records``
 (writes and plain reads), ``legs`` (retrieval), ``changelog`` (consolidation runs and
 undo), ``erasure`` (redaction), ``reembed`` (re-encoding with another encoder),
-``timeline`` (history and changes), ``graph`` (triples), ``verify`` (integrity) and
-``keys`` (the server's API keys), combined here as ``SQLiteStore``.
+``timeline`` (history and changes), ``graph`` (triples), ``verify`` (integrity),
+``keyword`` (the substring leg), ``indexes`` (optional indexes, such as the keyword leg's)
+and ``keys`` (the server's API keys), combined here as ``SQLiteStore``.
 """
 
 from __future__ import annotations
@@ -27,7 +28,9 @@ from typing import Any
 from mempp.errors import StoreError
 from mempp.store.sqlite.erasure import _ErasureMixin
 from mempp.store.sqlite.graph import _GraphMixin
+from mempp.store.sqlite.indexes import _IndexesMixin
 from mempp.store.sqlite.keys import _KeysMixin
+from mempp.store.sqlite.keyword import _KeywordMixin
 from mempp.store.sqlite.legs import _LegsMixin, fts_match_expression, thread_key
 from mempp.store.sqlite.reembed import _ReembedMixin
 from mempp.store.sqlite.schema import (
@@ -79,11 +82,13 @@ def _operational_errors(cls: type) -> type:
 @_operational_errors
 class SQLiteStore(
     _LegsMixin,
+    _KeywordMixin,
     _ReembedMixin,
     _ErasureMixin,
     _TimelineMixin,
     _GraphMixin,
     _VerifyMixin,
+    _IndexesMixin,
     _KeysMixin,
     _BackupMixin,
 ):

@@ -15,6 +15,7 @@ import sqlite3
 from mempp.errors import InvalidInput, RecordNotFound, StoreError
 from mempp.store.base import StateChange
 from mempp.store.sqlite.changelog import _ChangeLogMixin
+from mempp.store.sqlite.indexes import enabled_indexes
 from mempp.store.sqlite.schema import _now
 
 ERASED_TEXT = ""
@@ -61,6 +62,7 @@ class _ErasureMixin(_ChangeLogMixin):
                            actor) VALUES (?, ?, ?, ?, ?, ?)""",
                     [(row, scope, run_id, at, reason, actor) for row in erased],
                 )
+                optional = enabled_indexes(conn)
                 for row, _, _, text in states:
                     # External-content FTS5: the old text names the terms to take out. The
                     # row then goes back in with the tombstone's empty text, so the index
@@ -74,6 +76,9 @@ class _ErasureMixin(_ChangeLogMixin):
                     conn.execute(
                         "INSERT INTO records_fts (rowid, text) VALUES (?, ?)", (row, ERASED_TEXT)
                     )
+                    # Each enabled optional index likewise (mempp.store.sqlite.indexes).
+                    for index in optional.values():
+                        index.erase(conn, row, text, ERASED_TEXT)
                 ids = json.dumps(erased)
                 conn.execute(
                     "DELETE FROM record_tags WHERE record_id IN (SELECT value FROM json_each(?))",
@@ -104,6 +109,8 @@ class _ErasureMixin(_ChangeLogMixin):
                 # The 'delete' command leaves the old terms in older segments until they
                 # merge: merge them all now.
                 conn.execute("INSERT INTO records_fts (records_fts) VALUES ('optimize')")
+                for index in optional.values():
+                    index.after_erasure(conn)
         except sqlite3.Error as exc:
             raise StoreError(f"could not redact record {record_id}: {exc}") from None
         with self._lock:

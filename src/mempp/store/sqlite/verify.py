@@ -1,13 +1,14 @@
 """``verify`` for the SQLite engine: the file's own integrity check, the full-text index
 against the records, every text against its stored hash, a vector of the right size and not
-zeroed for every record that is not a tombstone, the append-only triggers."""
+zeroed for every record that is not a tombstone, the append-only triggers, each enabled optional
+index (``mempp.store.sqlite.indexes``)."""
 
 from __future__ import annotations
 
 import sqlite3
 
 from mempp.records import text_hash
-from mempp.store.sqlite.schema import _SQLiteBase
+from mempp.store.sqlite.indexes import _IndexesMixin
 from mempp.store.verify import (
     SQLITE_TRIGGERS,
     Check,
@@ -18,7 +19,7 @@ from mempp.store.verify import (
 )
 
 
-class _VerifyMixin(_SQLiteBase):
+class _VerifyMixin(_IndexesMixin):
     def verify(self) -> list[Check]:
         checks: list[Check] = []
         with self._lock:
@@ -56,6 +57,7 @@ class _VerifyMixin(_SQLiteBase):
             checks.append(vectors_check(dim and dim[0], total, count_bad, zeroed))
             checks.append(texts_check(total, self._mismatched_texts(conn)))
             checks.append(self._reembed_check(conn))
+            checks += self._index_checks(conn)
             present = {
                 row[0]
                 for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'")

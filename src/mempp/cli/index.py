@@ -1,0 +1,70 @@
+"""``mempp index enable|disable|list``: the store's optional indexes (mempp.store.indexes).
+
+``enable NAME`` builds the index over every stored row in one transaction (a progress bar on
+stderr when it is a terminal) and keeps it on every write from then on; ``disable NAME``
+drops it; ``list`` shows each known index and whether this store has it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from tqdm import tqdm
+
+from mempp.store.indexes import OPTIONAL_INDEXES
+
+
+def add_parser(commands: Any) -> None:
+    parser = commands.add_parser(
+        "index",
+        help="enable, disable or list the store's optional indexes (e.g. the keyword leg's)",
+    )
+    actions = parser.add_subparsers(dest="index_action", metavar="ACTION", required=True)
+    names = ", ".join(OPTIONAL_INDEXES)
+    enable = actions.add_parser("enable", help="build an index and keep it on every write")
+    enable.add_argument("name", help=f"the index: {names}")
+    disable = actions.add_parser("disable", help="drop an index")
+    disable.add_argument("name", help=f"the index: {names}")
+    listing = actions.add_parser("list", help="the known indexes and which are enabled")
+    listing.add_argument("--json", action="store_true", help="print a JSON list")
+
+
+def run(memory: Any, args: argparse.Namespace) -> int:
+    if args.index_action == "list":
+        enabled = set(memory.indexes())
+        rows = [
+            {"index": name, "enabled": name in enabled, "summary": index.summary}
+            for name, index in OPTIONAL_INDEXES.items()
+        ]
+        if args.json:
+            json.dump(rows, sys.stdout)
+            sys.stdout.write("\n")
+        else:
+            for row in rows:
+                shown = "enabled " if row["enabled"] else "disabled"
+                print(f"{row['index']}  {shown}  {row['summary']}")
+        return 0
+    if args.index_action == "disable":
+        done = memory.disable_index(args.name)
+        print(f"dropped the {args.name} index" if done else f"the {args.name} index is not enabled")
+        return 0
+    bar = tqdm(unit=" rows", file=sys.stderr, disable=None, dynamic_ncols=True)
+
+    def progress(done: int, total: int) -> None:
+        bar.total = total
+        bar.n = done
+        bar.refresh()
+
+    try:
+        built = memory.enable_index(args.name, progress=progress)
+    finally:
+        bar.close()
+    print(
+        f"built the {args.name} index; every write keeps it from now on"
+        if built
+        else f"the {args.name} index is already enabled"
+    )
+    return 0

@@ -1,0 +1,57 @@
+"""The PostgreSQL engine's keyword leg (``mempp.search.keyword``): substrings of the record
+text, found through the ``pg_trgm`` index of ``keyword_schema``, an optional index the store
+must have enabled (``mempp.store.indexes``).
+
+The index holds the text as the leg folds it (``mempp_kw_fold``), so ``LIKE '%term%'`` on
+that expression is the leg's rule itself: PostgreSQL's own recheck of the index's candidates
+makes the match exact, and it agrees with SQLite's, whatever the database's locale.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from mempp.filters import NO_FILTERS, Filters
+from mempp.search.keyword import MAX_TERM_ROWS, rank_matches
+from mempp.store.filter_sql import filter_condition
+from mempp.store.postgres.keyword_schema import FOLD_FUNCTION
+from mempp.store.postgres.schema import _PostgresBase
+
+
+class _KeywordMixin(_PostgresBase):
+    """``keyword``: the in-scope rows holding each term, ranked by ``rank_matches``."""
+
+    def keyword(
+        self,
+        scope: str,
+        terms: Sequence[str],
+        as_of: int | None,
+        limit: int,
+        *,
+        filters: Filters = NO_FILTERS,
+    ) -> list[int]:
+        if not terms or limit <= 0:
+            return []
+        date_condition = " AND r.event_key <= %(as_of)s" if as_of is not None else ""
+        where, params = filter_condition(filters, "r", "postgres")
+        sql = f"""SELECT r.id FROM records r
+                  WHERE r.scope = %(scope)s AND r.state = 'active'
+                    AND {FOLD_FUNCTION}(r.text) LIKE %(pattern)s
+                    {date_condition}{where}
+                  LIMIT %(cap)s"""
+        matches: dict[str, list[int]] = {}
+        with self._connection() as conn:
+            for term in terms:
+                rows = conn.execute(
+                    sql,
+                    {
+                        "scope": scope,
+                        # Terms are letters and digits only: nothing in them is a wildcard.
+                        "pattern": f"%{term}%",
+                        "as_of": as_of,
+                        "cap": MAX_TERM_ROWS + 1,
+                        **params,
+                    },
+                ).fetchall()
+                matches[term] = [row[0] for row in rows]
+        return rank_matches(matches, limit)
