@@ -413,8 +413,32 @@ def test_reembed_encodes_the_contexts_again(
         assert store.context_encoder() == (other.name, other.dim)
         assert store.context_depth() == 2
         assert store.context_count()[0] == store.context_count()[1]
-        # "noon" is an axis of the new encoder only: the two rows whose contexts hold it lead.
+        # "noon" is an axis of the new encoder only: the one context that reads it comes first
+        # in the leg (the row holding it has no predecessor, so no context of its own).
         hits = memory.search("noon", settings=_settings("self"), k=3)
-        assert {h.record.text for h in hits[:2]} == {"dog walk at noon", "ok, see you"}
-        assert all(h.leg_ranks.get("ctx") in (1, 2) for h in hits[:2])
+        first = [h.record.text for h in hits if h.leg_ranks.get("ctx") == 1]
+        assert first == ["ok, see you"]
         assert all(check.ok for check in memory.verify())
+
+
+def test_a_write_walks_its_thread_by_the_index_not_the_thread(tmp_path: Any) -> None:
+    """Bounded work in a thread of any length: the walk a write makes is a backward range on
+    records_thread, no sort, stopped after CONTEXT_WINDOW entries (the statement the store
+    runs, traced, then explained; the reverse-order test above shows the limit's effect)."""
+    embedder = KeywordEmbedder(KEYWORDS)
+    with Memory(tmp_path / "plan.db", embedder=embedder) as memory:
+        memory.enable_context(2)
+        memory.add_many([{"text": f"alpha {i}", "thread": "t"} for i in range(50)])
+        store = memory.store
+        conn = store._conn  # type: ignore[attr-defined]
+        ran: list[str] = []
+        conn.set_trace_callback(ran.append)
+        try:
+            assert isinstance(store, ContextStore)
+            store.context_sources([50])
+        finally:
+            conn.set_trace_callback(None)
+        walks = [sql for sql in ran if "records_thread" in sql]
+        assert len(walks) == 1 and f"LIMIT {CONTEXT_WINDOW}" in walks[0]
+        plan = " ".join(row[3] for row in conn.execute("EXPLAIN QUERY PLAN " + walks[0]))
+    assert "USING INDEX records_thread" in plan and "TEMP B-TREE" not in plan

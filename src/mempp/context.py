@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
+
 from mempp.encoders import Embedder
 from mempp.store.context import ContextSource, ContextStore, check_depth, context_store
 
@@ -31,7 +33,8 @@ def context_text(source: ContextSource) -> str:
 
 def fill(store: ContextStore, embedder: Embedder, ids: Sequence[int] | None = None) -> int:
     """Encode and store the contexts of ``ids`` (default: every unerased record lacking one);
-    returns how many were written."""
+    returns how many rows were written (those of records with no predecessor hold no
+    vector)."""
     written = 0
     encoder = (embedder.name, embedder.dim)
     if ids is not None:
@@ -51,7 +54,13 @@ def _encode(
     sources = store.context_sources(ids)
     if not sources:
         return 0
-    vectors = embedder.embed([context_text(source) for source in sources])
+    # A record with no predecessor has no context beyond itself, which its own vector already
+    # is: nothing is encoded for it (the row records that it was looked at), and the leg
+    # leaves it to the vector leg. So a store of unthreaded documents pays nothing.
+    vectors = np.zeros((len(sources), encoder[1]), dtype=np.float32)
+    threaded = [i for i, source in enumerate(sources) if source.members]
+    if threaded:
+        vectors[threaded] = embedder.embed([context_text(sources[i]) for i in threaded])
     store.store_contexts(encoder, sources, vectors)
     return len(sources)
 

@@ -2,9 +2,10 @@
 docs/retrieval.md, "The context leg").
 
 A record's context is the record read after the few records before it in its thread, encoded
-once as a second vector. Which records those are is a rule over facts that never change once
-written, so every engine, the write path and a rebuild pick the same ones, and the rule alone
-keeps a record's context inside every scope the record itself is in:
+once as a second vector (a record with none has a row without a vector: its context is
+itself, which its own vector already is). Which records those are is a rule over facts that
+never change once written, so every engine, the write path and a rebuild pick the same
+ones, and the rule alone keeps a record's context inside every scope the record itself is in:
 
 * the same tenant scope and thread, stored before it (a smaller id, ingested no later);
 * a dated record takes only dated predecessors dated no later than itself (an undated one

@@ -229,7 +229,7 @@ class _ContextMixin(_ReplicasMixin):
                 )
             }
             rows = [
-                (s.record_id, list(s.members), vector.tobytes())
+                (s.record_id, list(s.members), vector.tobytes() if s.members else b"")
                 for s, vector in zip(sources, vectors, strict=True)
                 if s.record_id not in erased and not erased.intersection(s.members)
             ]
@@ -336,7 +336,8 @@ class _ContextMixin(_ReplicasMixin):
             rows = conn.execute(
                 """SELECT c.record_id, r.scope, coalesce(r.event_key, %s), c.embedding
                    FROM record_context c JOIN records r ON r.id = c.record_id
-                   WHERE c.record_id > %s ORDER BY c.record_id""",
+                   WHERE c.record_id > %s AND length(c.embedding) > 0
+                       ORDER BY c.record_id""",
                 (int(UNDATED), index.max_id),
             ).fetchall()
             if rows:

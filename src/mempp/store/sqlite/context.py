@@ -257,7 +257,11 @@ class _ContextMixin(_SQLiteBase):
                     )
                 }
                 rows = [
-                    (s.record_id, json.dumps(list(s.members)), vector.tobytes())
+                    (
+                        s.record_id,
+                        json.dumps(list(s.members)),
+                        vector.tobytes() if s.members else b"",
+                    )
                     for s, vector in zip(sources, vectors, strict=True)
                     if s.record_id not in erased and not erased.intersection(s.members)
                 ]
@@ -358,7 +362,8 @@ class _ContextMixin(_SQLiteBase):
                 cursor = conn.execute(
                     """SELECT c.record_id, r.scope, r.event_key, r.state = 'active', c.embedding
                        FROM record_context c JOIN records r ON r.id = c.record_id
-                       WHERE c.record_id > ? ORDER BY c.record_id""",
+                       WHERE c.record_id > ? AND length(c.embedding) > 0
+                       ORDER BY c.record_id""",
                     (index.max_id,),
                 )
                 while rows := cursor.fetchmany(_LOAD_CHUNK):
