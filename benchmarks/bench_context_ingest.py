@@ -24,7 +24,7 @@ from mempp.records import Document
 
 
 def _documents(benchmark: str, root: Path, items: int) -> list[Document]:
-    loaded = (locomo if benchmark == "locomo" else orgmembench).load(root / benchmark)
+    loaded = (locomo if benchmark == "locomo" else orgmembench).load(root)
     return [
         Document.create(i.text, author=i.author, date=i.date, source=i.id, thread=i.thread)
         for i in loaded.items[:items]
