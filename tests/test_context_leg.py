@@ -442,3 +442,26 @@ def test_a_write_walks_its_thread_by_the_index_not_the_thread(tmp_path: Any) -> 
         assert len(walks) == 1 and f"LIMIT {CONTEXT_WINDOW}" in walks[0]
         plan = " ".join(row[3] for row in conn.execute("EXPLAIN QUERY PLAN " + walks[0]))
     assert "USING INDEX records_thread" in plan and "TEMP B-TREE" not in plan
+
+
+def test_the_cli_enables_the_context_index_and_encodes_it(
+    tmp_path: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`mempp index enable context` on a store of the default encoder: every record's context
+    is encoded there and then, and the preset that reads it searches."""
+    from mempp.cli.main import main
+
+    db = str(tmp_path / "cli.db")
+    for text in ("Did you take the dog hiking?", "Yes, last Tuesday!"):
+        assert main(["--db", db, "add", text, "--thread", "s1", "--date", "2024-01-01"]) == 0
+    assert main(["--db", db, "search", "hiking", "--preset", "default-keyword-context"]) == 2
+    assert "`mempp index enable" in capsys.readouterr().err
+    assert main(["--db", db, "index", "enable", "keyword"]) == 0
+    assert main(["--db", db, "index", "enable", "context"]) == 0
+    assert "context" in capsys.readouterr().out
+    with Memory(db) as memory:
+        store = memory.store
+        assert isinstance(store, ContextStore)
+        assert store.context_count() == (2, 2)
+    assert main(["--db", db, "search", "hiking", "--preset", "default-keyword-context"]) == 0
+    assert "ctx" in capsys.readouterr().out
