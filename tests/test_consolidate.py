@@ -651,3 +651,18 @@ def test_prompts_show_the_reply_shape_without_a_fillable_example(memory, server,
     assert merge_format["name"] == "consolidation_merge" and merge_format["strict"] is True
     label_schema = label_request.body["response_format"]["json_schema"]["schema"]
     assert label_schema["properties"]["label"]["enum"] == ["conflict", "restatement", "distinct"]
+
+
+def test_a_merged_row_gets_its_context_when_the_index_is_on(memory, server, llm) -> None:
+    memory.enable_context(2)
+    add(memory, "launch plan", "Ana", "2024-01-01", thread="t")
+    add(memory, "budget april", "Ana", "2024-02-10", thread="t")
+    add(memory, "budget april april", "Ben", "2024-01-20", thread="t")
+    label(server, " Restatement ")
+    server.reply_json({"text": "The budget is set in April."})
+    report = consolidate(memory, llm)
+    merged = report.details[0].merged_id
+    assert merged is not None
+    stored, records = memory.store.context_count()
+    assert stored == records  # every row, the merged one included, has its context row
+    assert {c.name: c.ok for c in memory.verify()}["context index"]

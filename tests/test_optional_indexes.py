@@ -33,7 +33,8 @@ def open_memory(location: str) -> Memory:
 def test_only_settings_with_the_keyword_leg_need_an_index() -> None:
     assert needed(Settings()) == () and needed(KW) == ("keyword",)
     assert needed(Settings(w_kw=0.5)) == ("keyword",)
-    assert set(OPTIONAL_INDEXES) == {"keyword"}
+    assert set(OPTIONAL_INDEXES) == {"keyword", "context"}
+    assert needed(Settings(w_ctx=0.5)) == ("context",)
 
 
 def test_a_new_store_has_no_optional_index_and_a_search_needing_one_says_how(

@@ -20,6 +20,8 @@ from typing import TYPE_CHECKING, Any, TextIO
 import numpy as np
 
 from mempp import validate
+from mempp.context import enable as enable_contexts
+from mempp.context import fill as fill_contexts
 from mempp.dates import DateLike, key_to_datetime, parse_as_of
 from mempp.encoders import Embedder, default_embedder, mismatch
 from mempp.errors import InvalidDate, InvalidInput, RecordNotFound
@@ -38,6 +40,7 @@ from mempp.search.row_facts import RowFacts
 from mempp.search.stages import stage
 from mempp.settings import Settings, preset
 from mempp.store import Store, open_store
+from mempp.store.context import context_store
 from mempp.store.indexes import require as require_indexes
 from mempp.store.verify import Check
 
@@ -237,6 +240,14 @@ class Memory:
                 stored = self._store.insert(self.scope, [docs[i] for i in fresh], vectors)
             for i, result in zip(fresh, stored, strict=True):
                 results[i] = result
+            contexts = context_store(self._store)
+            if contexts is not None:
+                # After the rows: a context reads only rows already stored (its own batch's
+                # earlier ones included). A failure here leaves rows without a context,
+                # which the next fill (enable_context, verify's count) finds.
+                written = [r.id for r in stored if r.id is not None]
+                with stage(stages.CONTEXT_WRITE, rows=len(written)):
+                    fill_contexts(contexts, embedder, written)
         return [r for r in results if r is not None]
 
     # -- read path --------------------------------------------------------------------
@@ -311,7 +322,8 @@ class Memory:
         for the fusion meanwhile). Settings needing an optional index the store lacks fail
         first (``IndexMissing``), before the encoder loads."""
         require_indexes(settings, self._store)
-        vector = self._query_encoding(question) if settings.w_vec > 0 else None
+        wanted = settings.w_vec > 0 or settings.w_ctx > 0
+        vector = self._query_encoding(question) if wanted else None
         return run_legs(self._store, self.scope, question, vector, as_of, settings, filters, facts)
 
     def _query_encoding(self, question: str) -> np.ndarray | Callable[[], np.ndarray] | None:
@@ -467,8 +479,14 @@ class Memory:
         """Build optional index ``name`` (``"keyword"``: the keyword leg's, which ``w_kw > 0``
         needs) over every stored row in one transaction, and keep it on every write from then
         on. ``progress(done, total)`` is told the rows indexed. False when it was already
-        enabled."""
-        return self._store.enable_index(validate.clean_text(name, "index"), progress=progress)
+        enabled. ``"context"`` (the context leg's, which ``w_ctx > 0`` needs) is then encoded
+        here, a record at a time, outside that transaction: enabling it again finishes an
+        interrupted encoding (see :meth:`enable_context`)."""
+        name = validate.clean_text(name, "index")
+        built = self._store.enable_index(name, progress=progress)
+        if name == "context":
+            enable_contexts(self._store, self.embedder)
+        return built
 
     def disable_index(self, name: str) -> bool:
         """Drop optional index ``name``; searches needing it then fail until it is enabled
@@ -494,7 +512,21 @@ class Memory:
         with self._embedder_lock:
             self._embedder = embedder  # questions are held per encoder name: none go stale
             self._encoder_bound = True
+        contexts = context_store(self._store)
+        if contexts is not None and contexts.context_encoder() != (embedder.name, embedder.dim):
+            depth = contexts.context_depth()
+            self._store.disable_index("context")  # the old encoder's contexts: encoded again
+            enable_contexts(contexts, embedder, depth)
         return report
+
+    def enable_context(self, depth: int | None = None) -> int:
+        """Enable the optional index ``context``: each record gets a second vector over itself
+        read after its ``depth`` predecessors in its thread (``mempp.store.context`` says
+        which; default 2, or the depth it had), encoded now for the records stored and on
+        every later write (one more encoding a record). Searches read it under settings with
+        ``w_ctx > 0``. Returns how many contexts were encoded; another depth than before
+        encodes them all again. ``disable_index("context")`` drops it."""
+        return enable_contexts(self._store, self.embedder, depth)
 
     # -- snapshots (mempp.transfer.dump, mempp.transfer.restore) ---------------------------
     def dump(
@@ -538,7 +570,11 @@ class Memory:
         embedder = self._embedder
         if embedder is None and not read_header(location).vectors:
             embedder = self.embedder
-        return restore_dump(self._store, location, embedder=embedder)
+        report = restore_dump(self._store, location, embedder=embedder)
+        contexts = context_store(self._store)
+        if contexts is not None:  # a snapshot carries no contexts: they are encoded again
+            fill_contexts(contexts, self.embedder)
+        return report
 
     # -- time and truth (mempp.timeline) ------------------------------------------------
     def history(
@@ -599,7 +635,11 @@ class Memory:
         See :func:`mempp.timeline.redact`."""
         from mempp.timeline import redact
 
-        return redact(self, record_id, reason=reason, actor=actor)
+        correction = redact(self, record_id, reason=reason, actor=actor)
+        contexts = context_store(self._store)
+        if contexts is not None:  # the contexts that read the erased text, encoded again
+            fill_contexts(contexts, self.embedder)
+        return correction
 
     def corrections(self) -> list[Correction]:
         """Every manual correction of this scope, oldest first."""

@@ -16,7 +16,8 @@ LexicalMode = Literal["disjunctive", "conjunctive"]
 LexicalRank = Literal["bm25", "cover_density"]
 ReserveRule = Literal["paper", "scaled"]
 StopWords = Literal["short", "english"]
-LEGS = ("lex", "tag", "vec", "kw")
+ContextCredit = Literal["self", "members"]
+LEGS = ("lex", "tag", "vec", "kw", "ctx")
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +47,10 @@ class Settings:
     :meth:`reserve_slots`): ``"paper"`` always ``reserve`` (all of them when ``k <= reserve``),
     undated rows competing at their ingest time; ``"scaled"`` ``reserve`` in proportion to
     ``k / self.k`` rounded down (3 of 50, 1 of 20, none below 17), dated rows first.
+    ``w_ctx`` (0 = off) weighs the context leg, a vector leg over each record read with its
+    predecessors in its thread (stores with the context index on; see ``mempp.context``),
+    fused with the other three legs; ``ctx_credit`` says whom its hit credits: the record
+    (``"self"``) or the record, then the predecessors its context read (``"members"``).
     """
 
     w_lex: float = 1.0
@@ -68,6 +73,8 @@ class Settings:
     thread_depth: int = 2
     lexical_rank: LexicalRank = "cover_density"
     reserve_rule: ReserveRule = "paper"
+    w_ctx: float = 0.0
+    ctx_credit: ContextCredit = "self"
 
     def __post_init__(self) -> None:
         for leg in (*LEGS, "date"):
@@ -97,6 +104,8 @@ class Settings:
             raise InvalidInput(
                 f"reserve_rule must be 'paper' or 'scaled', got {self.reserve_rule!r}"
             )
+        if self.ctx_credit not in ("self", "members"):
+            raise InvalidInput(f"ctx_credit must be 'self' or 'members', got {self.ctx_credit!r}")
         if self.stop_words not in ("short", "english"):
             raise InvalidInput(f"stop_words must be 'short' or 'english', got {self.stop_words!r}")
         for flag in ("phrases", "unique_stems", "as_of_in_question"):
@@ -164,6 +173,30 @@ PRESETS: dict[str, Settings] = {
         w_tag=0.25,
         w_vec=1.0,
         w_kw=0.5,
+        candidates=100,
+        lexical_mode="disjunctive",
+        max_terms=None,
+        stop_words="english",
+        gamma=5.0,
+        tag_ngrams=2,
+        w_date=1.0,
+        phrases=True,
+        unique_stems=True,
+        thread_weight=0.4,
+        thread_depth=2,
+        lexical_rank="bm25",
+        reserve_rule="scaled",
+    ),
+    # The keyword and context legs together (docs/retrieval.md, "The context leg"): the pair
+    # gains on LoCoMo where either alone is noise; it needs the store's keyword and context
+    # indexes (`mempp index enable keyword`, `mempp index enable context`).
+    "default-keyword-context": Settings(
+        w_lex=1.0,
+        w_tag=0.25,
+        w_vec=1.0,
+        w_kw=0.5,
+        w_ctx=0.5,
+        ctx_credit="members",
         candidates=100,
         lexical_mode="disjunctive",
         max_terms=None,

@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from mempp import context as contexts
 from mempp.bench import ablations, cache, facts, llm_eval, supersession
 from mempp.bench.aggregate import aggregate, paired_delta
 from mempp.bench.chunking import TOKENIZER_NAME, TokenSpans, chunk_history, word_piece_spans
@@ -240,6 +241,9 @@ def run(
         for name in sorted({n for s in systems if s.settings for n in indexes.needed(s.settings)}):
             clock = time.perf_counter()
             if store.enable_index(name):
+                timings[f"index_{name}_s"] = round(time.perf_counter() - clock, 3)
+            if name == "context":  # its vectors need the encoder (mempp.context)
+                contexts.enable(store, embedder)
                 timings[f"index_{name}_s"] = round(time.perf_counter() - clock, 3)
         records_of_scope: dict[str, list[int]] = {}
         for (scope, _), record in ingested.item_record.items():

@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
+from mempp.context import fill as fill_contexts
 from mempp.dates import parse_event_date
 from mempp.encoders import mismatch
 from mempp.errors import InvalidInput
@@ -51,6 +52,7 @@ from mempp.store.base import (
     StateConflict,
     supports,
 )
+from mempp.store.context import context_store
 
 if TYPE_CHECKING:  # the LLM client loads only when a run starts
     from mempp.llm import LLMClient
@@ -604,6 +606,9 @@ def _apply(
     except StateConflict as exc:
         _log_failure(memory, store, run_id, decision.group, members, str(exc), report)
         return
+    contexts = context_store(store) if merged_id is not None else None
+    if contexts is not None and merged_id is not None:  # the merged row's context vector
+        fill_contexts(contexts, memory.embedder, [merged_id])
     changed = _prospective_changes(decision) if report.dry_run else len(outcome.changes)
     result = GroupResult(decision.group, members, decision.label, winner, merged_id, outcome.detail)
     report._add(result, changed)

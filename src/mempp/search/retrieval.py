@@ -1,5 +1,5 @@
 """The read path ``Phi(q, theta)``: temporal scope, three legs (and the optional keyword
-leg), fusion, the date leg, thread context, recency reserve.
+and context legs), fusion, the date leg, thread context, recency reserve.
 
 No language model is called here. The scope (tenant, active rows, ``event_date <= as_of``)
 is applied inside every leg's lookup, before ranking, so every slot goes to an eligible row.
@@ -8,6 +8,7 @@ The read path never looks at ``superseded_by``: a superseded row competes like a
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
@@ -25,6 +26,7 @@ from mempp.search.row_facts import RowFacts
 from mempp.search.stages import stage, timed
 from mempp.settings import LEGS, Settings
 from mempp.store.base import Store
+from mempp.store.context import ContextStore, context_store
 from mempp.store.indexes import require as require_indexes
 from mempp.threads.background import starting
 
@@ -41,10 +43,12 @@ class LegLists:
     dated: list[int] = field(default_factory=list)
     # Rows holding the question's content words as substrings (mempp.search.keyword).
     kw: list[int] = field(default_factory=list)
+    # The context leg (stores with the context index on), its hits credited as the settings say.
+    ctx: list[int] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, list[int]]:
         """The ranked legs of the first fusion (the date leg is applied after it)."""
-        return {"lex": self.lex, "tag": self.tag, "vec": self.vec, "kw": self.kw}
+        return {"lex": self.lex, "tag": self.tag, "vec": self.vec, "kw": self.kw, "ctx": self.ctx}
 
 
 def scope_bound(question: str, as_of: int | None, settings: Settings) -> int | None:
@@ -98,16 +102,27 @@ def run_legs(
             stages.DATED,
             lambda: store.dated_within(scope, spans, as_of, limit, filters=filters),
         )
-    if settings.w_vec > 0 and query_vector is not None:
-        vector, encoding = _vector_call(query_vector, beside_other_legs=bool(calls))
+    contexts = context_store(store) if settings.w_ctx > 0 else None
+    if (settings.w_vec > 0 or contexts is not None) and query_vector is not None:
+        call, encoding = _vector_call(query_vector, beside_other_legs=bool(calls))
+        vector = _once(call)
         if facts is not None and encoding is not None:
-            calls = {leg: _noted(leg, call, facts) for leg, call in calls.items()}
+            calls = {leg: _noted(leg, leg_call, facts) for leg, leg_call in calls.items()}
             calls["ahead"] = lambda: _look_ahead(facts, encoding)
-        calls["vec"] = timed(
-            stages.VECTOR, lambda: store.nearest(scope, vector(), as_of, limit, filters=filters)
-        )
+        if settings.w_vec > 0:
+            calls["vec"] = timed(
+                stages.VECTOR,
+                lambda: store.nearest(scope, vector(), as_of, limit, filters=filters),
+            )
+        if contexts is not None:
+            calls["ctx"] = timed(
+                stages.CONTEXT,
+                lambda: contexts.contextual(scope, vector(), as_of, limit, filters=filters),
+            )
     found = dict(zip(calls, store.gather(list(calls.values())), strict=True))
-    lex, tag, vec, kw = (found.get(leg, []) for leg in ("lex", "tag", "vec", "kw"))
+    lex, tag, vec, kw, ctx = (found.get(leg, []) for leg in ("lex", "tag", "vec", "kw", "ctx"))
+    if ctx and contexts is not None and settings.ctx_credit == "members":
+        ctx = credited(contexts, scope, ctx, as_of, filters)
     dated: list[int] = []
     if spans:
         # The legs' own candidates dated in the spans, then the newest other such rows.
@@ -116,7 +131,39 @@ def run_legs(
             scope, spans, as_of, len(matched), among=matched, filters=filters
         )
         dated += [row for row in found["dated"] if row not in matched]
-    return LegLists(lex, tag, vec, dated, kw)
+    return LegLists(lex, tag, vec, dated, kw, ctx)
+
+
+def credited(
+    store: ContextStore, scope: str, hits: list[int], as_of: int | None, filters: Filters
+) -> list[int]:
+    """The context leg's hits, each followed by the predecessors its context read (nearest
+    first) that are in the search's scope and not listed yet."""
+    members = store.context_members(hits)
+    wanted = {m for row in hits for m in members.get(row, ())}
+    eligible = store.context_eligible(scope, wanted, as_of, filters) if wanted else set()
+    listed: list[int] = []
+    seen: set[int] = set()
+    for row in hits:
+        for candidate in (row, *reversed(members.get(row, ()))):
+            if candidate not in seen and (candidate == row or candidate in eligible):
+                seen.add(candidate)
+                listed.append(candidate)
+    return listed
+
+
+def _once(call: Callable[[], np.ndarray]) -> Callable[[], np.ndarray]:
+    """``call``, run at most once however many legs ask for its result."""
+    held: list[np.ndarray] = []
+    lock = threading.Lock()
+
+    def run() -> np.ndarray:
+        with lock:  # the vector and context legs may ask at once (PostgreSQL's gather)
+            if not held:
+                held.append(call())
+            return held[0]
+
+    return run
 
 
 def _vector_call(

@@ -51,6 +51,13 @@ OPTIONAL_INDEXES: dict[str, OptionalIndex] = {
         "w_kw",
         lambda settings: settings.w_kw > 0,
     ),
+    "context": OptionalIndex(
+        "context",
+        "a second vector per record, read after its predecessors in its thread, for the "
+        "context leg (one more encoding a record; encoded on enabling and on every write)",
+        "w_ctx",
+        lambda settings: settings.w_ctx > 0,
+    ),
 }
 
 

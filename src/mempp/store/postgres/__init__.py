@@ -72,6 +72,7 @@ from mempp.store.postgres.connect import (
     mask_url,
     prepare_threshold_from_env,
 )
+from mempp.store.postgres.context import _ContextMixin
 from mempp.store.postgres.erasure import _ErasureMixin
 from mempp.store.postgres.graph import _GraphMixin
 from mempp.store.postgres.indexes import _IndexesMixin
@@ -108,6 +109,7 @@ __all__ = [
 class PostgresStore(
     _LegsMixin,
     _KeywordMixin,
+    _ContextMixin,
     _SnapshotMixin,
     _ReembedMixin,
     _ErasureMixin,

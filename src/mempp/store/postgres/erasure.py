@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from mempp.errors import InvalidInput, RecordNotFound
 from mempp.store.base import StateChange
 from mempp.store.postgres.changelog import _ChangeLogMixin
+from mempp.store.postgres.context import drop_contexts_of
 
 if TYPE_CHECKING:
     import psycopg
@@ -75,6 +76,8 @@ class _ErasureMixin(_ChangeLogMixin):
             )
             # A re-encoding under way staged a vector of the text: it goes too.
             conn.execute("DELETE FROM reembed_vectors WHERE record_id = ANY(%(ids)s)", params)
+            # Before the rows leave their threads: the contexts that read them go.
+            drop_contexts_of(conn, scope, erased)
             conn.execute(
                 """UPDATE records SET text = '', terms = '', text_hash = '\\x'::bytea,
                        author = NULL, tags = '{}', source = NULL, thread = NULL, metadata = NULL,

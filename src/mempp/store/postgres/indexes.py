@@ -16,7 +16,7 @@ from typing import Any
 
 from mempp.errors import StoreError
 from mempp.store.indexes import Progress, known, meta_key, names_from_meta
-from mempp.store.postgres import keyword_schema
+from mempp.store.postgres import context, keyword_schema
 from mempp.store.postgres.connect import _first_line
 from mempp.store.postgres.schema import _LOCK_CLASS_SCHEMA, _PostgresBase
 from mempp.store.verify import Check
@@ -39,6 +39,7 @@ POSTGRES_INDEXES: dict[str, PostgresIndex] = {
         keyword_schema.check,
         keyword_schema.EXTENSION,
     ),
+    "context": PostgresIndex(context.CREATE, context.DROP, context.check),
 }
 
 

@@ -26,6 +26,7 @@ from collections.abc import Callable
 from typing import Any
 
 from mempp.errors import StoreError
+from mempp.store.sqlite.context import _ContextMixin
 from mempp.store.sqlite.erasure import _ErasureMixin
 from mempp.store.sqlite.graph import _GraphMixin
 from mempp.store.sqlite.indexes import _IndexesMixin
@@ -83,6 +84,7 @@ def _operational_errors(cls: type) -> type:
 class SQLiteStore(
     _LegsMixin,
     _KeywordMixin,
+    _ContextMixin,
     _ReembedMixin,
     _ErasureMixin,
     _TimelineMixin,

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from mempp.store.indexes import Progress, known, meta_key, names_from_meta
-from mempp.store.sqlite import keyword_schema
+from mempp.store.sqlite import context, keyword_schema
 from mempp.store.sqlite.schema import _SQLiteBase
 from mempp.store.verify import Check
 
@@ -42,6 +42,14 @@ SQLITE_INDEXES: dict[str, SQLiteIndex] = {
         keyword_schema.check,
         keyword_schema.erase,
         keyword_schema.after_erasure,
+    ),
+    "context": SQLiteIndex(
+        context.CREATE,
+        context.fill,
+        context.DROP,
+        context.check,
+        context.erase,
+        context.after_erasure,
     ),
 }
 

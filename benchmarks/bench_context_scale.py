@@ -1,0 +1,102 @@
+"""The context leg at scale (issue 37): a SQLite store of ``--size`` synthetic threaded records
+(threads of ``--thread`` rows, dated in thread order, random unit vectors under MiniLM's name
+and width, texts of words drawn from a fixed vocabulary), its context index enabled and
+filled by the same stand-in encoder, then ``Memory.search`` p50 / p95 over ``--queries``
+questions of three vocabulary words, with and without the context leg.
+
+Only the store's own cost is measured: the stand-in encoder takes no time, so the question's
+encoding (15-20 ms with MiniLM) and the contexts' encoding are left out.
+
+    nice python benchmarks/bench_context_scale.py --size 100000 --queries 200
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from mempp import Memory, preset
+from mempp.records import Document
+
+VOCABULARY = [f"w{i}" for i in range(5000)]
+
+
+class StandIn:
+    """Random unit vectors named like all-MiniLM-L6-v2, seeded by the text."""
+
+    name = "all-MiniLM-L6-v2/256"
+    dim = 384
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        rows = np.empty((len(texts), self.dim), dtype=np.float32)
+        for i, text in enumerate(texts):
+            rng = np.random.default_rng(abs(hash(text)) % (1 << 32))
+            row = rng.standard_normal(self.dim).astype(np.float32)
+            rows[i] = row / np.linalg.norm(row)
+        return rows
+
+
+def _corpus(size: int, thread: int, rng: np.random.Generator) -> list[Document]:
+    docs = []
+    for i in range(size):
+        words = rng.choice(VOCABULARY, size=int(rng.integers(8, 30)))
+        day = 1 + (i % thread) // 24
+        docs.append(
+            Document.create(
+                " ".join(words),
+                date=f"2024-{1 + (i // thread) % 12:02d}-{min(day, 28):02d}T{i % 24:02d}:00:00",
+                thread=f"t{i // thread}",
+            )
+        )
+    return docs
+
+
+def _latencies(memory: Memory, questions: Sequence[str], settings: object) -> list[float]:
+    times = []
+    for question in questions:
+        started = time.perf_counter()
+        memory.search(question, settings=settings)  # type: ignore[arg-type]
+        times.append(1000 * (time.perf_counter() - started))
+    return times
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--size", type=int, default=100_000)
+    parser.add_argument("--thread", type=int, default=100)
+    parser.add_argument("--queries", type=int, default=200)
+    args = parser.parse_args()
+    rng = np.random.default_rng(7)
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "scale.db"
+        with Memory(path, embedder=StandIn()) as memory:  # type: ignore[arg-type]
+            started = time.perf_counter()
+            memory.add_many(_corpus(args.size, args.thread, rng), batch_size=2000)
+            written = time.perf_counter() - started
+            started = time.perf_counter()
+            memory.enable_context()
+            filled = time.perf_counter() - started
+            print(
+                f"{args.size} records in threads of {args.thread}: written in {written:.0f} s, "
+                f"contexts read and stored in {filled:.0f} s ({filled / args.size * 1e3:.2f} ms "
+                "a record, encoding aside)"
+            )
+            questions = [" ".join(rng.choice(VOCABULARY, size=3)) for _ in range(args.queries)]
+            plain = preset("default")
+            context = plain.with_(w_ctx=0.5, ctx_credit="members")
+            for settings in (plain, context):  # warm both: the first search loads the copies
+                memory.search(questions[0], settings=settings)
+            for name, settings in (("default", plain), ("default + ctx 0.5 members", context)):
+                times = _latencies(memory, questions, settings)
+                p95 = statistics.quantiles(times, n=20)[-1]
+                print(f"{name}: p50 {statistics.median(times):.1f} ms, p95 {p95:.1f} ms")
+
+
+if __name__ == "__main__":
+    main()

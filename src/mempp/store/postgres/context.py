@@ -1,0 +1,372 @@
+"""The PostgreSQL engine's context index (opt-in), as SQLite keeps it
+(``mempp.store.sqlite.context``; the rule in ``mempp.store.context``): a table of float32
+context vectors that exists only while the optional index ``context`` is enabled
+(``mempp.store.indexes``; its statements and check below, registered in
+``mempp.store.postgres.indexes``; an erasure calls ``drop_contexts_of``), the same thread
+walk for a record's predecessors, and the context leg over an in-RAM int8 copy of every
+scope's contexts (``mempp.index.vectors.ExactVectorIndex``, rescored from the table), of
+which PostgreSQL keeps the active rows that meet the search's filters, as for the vector leg.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Collection, Sequence
+from typing import Any
+
+import numpy as np
+
+from mempp.errors import StoreError
+from mempp.filters import NO_FILTERS, Filters
+from mempp.index.vectors import UNDATED, ExactVectorIndex
+from mempp.store.context import (
+    CONTEXT_WINDOW,
+    DEFAULT_DEPTH,
+    ContextSource,
+    check_depth,
+    pick_members,
+)
+from mempp.store.filter_sql import filter_condition
+from mempp.store.indexes import meta_key
+from mempp.store.postgres.replica_reads import _ReplicasMixin
+from mempp.store.verify import Check
+
+CREATE = (
+    """CREATE TABLE record_context (
+        record_id bigint PRIMARY KEY,
+        members bigint[] NOT NULL,
+        embedding bytea NOT NULL)""",
+    f"""INSERT INTO mempp_meta (key, value) VALUES ('context_depth', '{DEFAULT_DEPTH}')
+        ON CONFLICT (key) DO NOTHING""",
+)
+DROP = (
+    "DROP TABLE record_context",
+    """DELETE FROM mempp_meta
+       WHERE key IN ('context_depth', 'context_encoder', 'context_epoch')""",
+)
+_EPOCH = "context_epoch"
+
+
+def _has_table(conn: Any) -> bool:
+    return conn.execute("SELECT to_regclass('record_context') IS NOT NULL").fetchone()[0]
+
+
+def _bump(conn: Any) -> None:
+    conn.execute(
+        """INSERT INTO mempp_meta (key, value) VALUES (%s, '1')
+           ON CONFLICT (key) DO UPDATE SET value = (mempp_meta.value::bigint + 1)::text""",
+        (_EPOCH,),
+    )
+
+
+def _meta(conn: Any, key: str) -> str | None:
+    row = conn.execute("SELECT value FROM mempp_meta WHERE key = %s", (key,)).fetchone()
+    return None if row is None else str(row[0])
+
+
+def drop_contexts_of(conn: Any, scope: str, erased: Sequence[int]) -> None:
+    """Inside an erasure, before the rows leave their threads: delete the contexts of the
+    erased rows and of every row whose context read one of them."""
+    if not erased or not _has_table(conn):
+        return
+    conn.execute(
+        """DELETE FROM record_context WHERE record_id = ANY(%(ids)s::bigint[])
+              OR record_id IN (
+                  SELECT c.record_id FROM records e
+                  JOIN records r ON r.scope = e.scope AND r.thread = e.thread AND r.id > e.id
+                  JOIN record_context c ON c.record_id = r.id
+                  WHERE e.scope = %(scope)s AND e.id = ANY(%(ids)s::bigint[])
+                    AND e.thread IS NOT NULL AND e.id = ANY(c.members))""",
+        {"ids": [int(i) for i in erased], "scope": scope},
+    )
+    _bump(conn)
+
+
+def check(conn: Any) -> Check:
+    """Every unerased record has a context of the store's encoder."""
+    name = "context index"
+    missing = conn.execute(
+        """SELECT count(*) FROM records r
+           WHERE NOT EXISTS (SELECT 1 FROM redactions x WHERE x.record_id = r.id)
+             AND NOT EXISTS (SELECT 1 FROM record_context c WHERE c.record_id = r.id)"""
+    ).fetchone()[0]
+    encoder = _meta(conn, "context_encoder")
+    bound = [_meta(conn, "encoder"), int(_meta(conn, "dim") or 0)]
+    stored = conn.execute("SELECT count(*) FROM record_context").fetchone()[0]
+    if stored and (encoder is None or json.loads(encoder) != bound):
+        return Check(name, False, "the contexts are another encoder's: run `mempp reembed`")
+    if missing:
+        return Check(
+            name,
+            False,
+            f"{missing} records have no context vector: run `mempp index enable context` "
+            "again to encode them",
+        )
+    return Check(name, True, f"{stored} context vectors, one per record")
+
+
+class _ContextMixin(_ReplicasMixin):
+    """The context index: its switch, its rows, its leg."""
+
+    _ctx_index: ExactVectorIndex | None = None
+    _ctx_seen: str = ""
+    _ctx_lock = threading.Lock()
+
+    def context_depth(self) -> int | None:
+        with self._connection() as conn:
+            if _meta(conn, meta_key("context")) is None:
+                return None
+            value = _meta(conn, "context_depth")
+        return DEFAULT_DEPTH if value is None else int(value)
+
+    def context_encoder(self) -> tuple[str, int] | None:
+        with self._connection() as conn:
+            value = _meta(conn, "context_encoder")
+        if value is None:
+            return None
+        name, dim = json.loads(value)
+        return str(name), int(dim)
+
+    def set_context_depth(self, depth: int) -> None:
+        depth = check_depth(depth)
+        with self._connection() as conn:
+            conn.execute("LOCK TABLE mempp_meta IN EXCLUSIVE MODE")
+            before = _meta(conn, "context_depth")
+            if before is not None and int(before) != depth and _has_table(conn):
+                conn.execute("DELETE FROM record_context")  # to be encoded again
+                _bump(conn)
+            conn.execute(
+                """INSERT INTO mempp_meta (key, value) VALUES ('context_depth', %s)
+                   ON CONFLICT (key) DO UPDATE SET value = excluded.value""",
+                (str(depth),),
+            )
+        self._ctx_index = None
+
+    def context_pending(self, after: int, limit: int) -> list[int]:
+        with self._connection() as conn:
+            if not _has_table(conn):
+                return []
+            rows = conn.execute(
+                """SELECT r.id FROM records r
+                   WHERE r.id > %s
+                     AND NOT EXISTS (SELECT 1 FROM redactions x WHERE x.record_id = r.id)
+                     AND NOT EXISTS (SELECT 1 FROM record_context c WHERE c.record_id = r.id)
+                   ORDER BY r.id LIMIT %s""",
+                (after, limit),
+            ).fetchall()
+        return [row[0] for row in rows]
+
+    def context_sources(self, ids: Collection[int]) -> list[ContextSource]:
+        depth = self.context_depth()
+        if depth is None or not ids:
+            return []
+        sources = []
+        with self._connection() as conn:
+            records = conn.execute(
+                """SELECT id, scope, thread, event_key, ingested_key, text FROM records r
+                   WHERE id = ANY(%s::bigint[])
+                     AND NOT EXISTS (SELECT 1 FROM redactions x WHERE x.record_id = r.id)
+                   ORDER BY id""",
+                (sorted({int(i) for i in ids}),),
+            ).fetchall()
+            for row_id, scope, thread, event_key, ingested_key, text in records:
+                window = []
+                if thread is not None:
+                    window = conn.execute(
+                        """SELECT id, event_key, ingested_key FROM records
+                           WHERE scope = %(scope)s AND thread = %(thread)s
+                             AND coalesce(event_key, ingested_key) <= %(place)s
+                           ORDER BY coalesce(event_key, ingested_key) DESC, id DESC
+                           LIMIT %(window)s""",
+                        {
+                            "scope": scope,
+                            "thread": thread,
+                            "place": ingested_key if event_key is None else event_key,
+                            "window": CONTEXT_WINDOW,
+                        },
+                    ).fetchall()
+                picked = pick_members((row_id, event_key, ingested_key), window, depth)
+                texts = dict(
+                    conn.execute(
+                        "SELECT id, text FROM records WHERE id = ANY(%s::bigint[])", (picked,)
+                    ).fetchall()
+                )
+                chosen = [(m, texts[m]) for m in picked]
+                sources.append(
+                    ContextSource(
+                        row_id, tuple(m for m, _ in chosen), tuple(t for _, t in chosen), text
+                    )
+                )
+        return sources
+
+    def store_contexts(
+        self, encoder: tuple[str, int], sources: Sequence[ContextSource], vectors: np.ndarray
+    ) -> None:
+        if not sources:
+            return
+        vectors = np.asarray(vectors, dtype="<f4").reshape(len(sources), encoder[1])
+        named = json.dumps([encoder[0], encoder[1]])
+        with self._connection() as conn:
+            if not _has_table(conn):
+                raise StoreError(f"{self.location}: the context index is off")
+            conn.execute("LOCK TABLE record_context IN EXCLUSIVE MODE")
+            bound = _meta(conn, "context_encoder")
+            if bound is not None and bound != named:
+                conn.execute("DELETE FROM record_context")
+            conn.execute(
+                """INSERT INTO mempp_meta (key, value) VALUES ('context_encoder', %s)
+                   ON CONFLICT (key) DO UPDATE SET value = excluded.value""",
+                (named,),
+            )
+            newest = conn.execute("SELECT max(record_id) FROM record_context").fetchone()[0]
+            wanted = [s.record_id for s in sources] + [m for s in sources for m in s.members]
+            erased = {
+                row[0]
+                for row in conn.execute(
+                    "SELECT record_id FROM redactions WHERE record_id = ANY(%s::bigint[])",
+                    (wanted,),
+                )
+            }
+            rows = [
+                (s.record_id, list(s.members), vector.tobytes() if s.members else b"")
+                for s, vector in zip(sources, vectors, strict=True)
+                if s.record_id not in erased and not erased.intersection(s.members)
+            ]
+            with conn.cursor() as cursor:
+                cursor.executemany(
+                    """INSERT INTO record_context (record_id, members, embedding)
+                       VALUES (%s, %s, %s)
+                       ON CONFLICT (record_id) DO UPDATE
+                       SET members = excluded.members, embedding = excluded.embedding""",
+                    rows,
+                )
+            if (bound is not None and bound != named) or (
+                newest is not None and rows and min(r[0] for r in rows) <= newest
+            ):
+                _bump(conn)
+
+    def context_members(self, ids: Collection[int]) -> dict[int, tuple[int, ...]]:
+        if not ids:
+            return {}
+        with self._connection() as conn:
+            if not _has_table(conn):
+                return {}
+            rows = conn.execute(
+                """SELECT record_id, members FROM record_context
+                   WHERE record_id = ANY(%s::bigint[])""",
+                ([int(i) for i in ids],),
+            ).fetchall()
+        return {row: tuple(members) for row, members in rows}
+
+    def context_count(self) -> tuple[int, int]:
+        with self._connection() as conn:
+            records = conn.execute(
+                """SELECT count(*) FROM records r
+                   WHERE NOT EXISTS (SELECT 1 FROM redactions x WHERE x.record_id = r.id)"""
+            ).fetchone()[0]
+            if not _has_table(conn):
+                return 0, records
+            stored = conn.execute("SELECT count(*) FROM record_context").fetchone()[0]
+        return stored, records
+
+    def contextual(
+        self,
+        scope: str,
+        vector: np.ndarray,
+        as_of: int | None,
+        limit: int,
+        *,
+        filters: Filters = NO_FILTERS,
+    ) -> list[int]:
+        index = self._context_index()
+        if index is None or limit <= 0:
+            return []
+        query = np.asarray(vector, dtype=np.float32).reshape(-1)
+        if filters.is_empty:
+            return self._kept_in_order(
+                scope,
+                lambda n: np.asarray(index.search(query, scope, as_of, n), dtype=np.int64),
+                limit,
+                filters,
+            )
+        # Under filters, the ids they keep (as the vector leg reads them), ranked among.
+        where, params = filter_condition(filters, "records", "postgres")
+        date = (" AND event_key <= %(as_of)s" if as_of is not None else "") + where
+        with self._connection() as conn:
+            kept = conn.execute(
+                f"""SELECT string_agg(id::text, ' ' ORDER BY id) FROM records
+                    WHERE scope = %(scope)s AND state = 'active'{date}""",
+                {"scope": scope, "as_of": as_of, **params},
+            ).fetchone()[0]
+        allowed = np.fromstring(kept, dtype=np.int64, sep=" ") if kept else np.empty(0, np.int64)
+        return index.search(query, scope, as_of, limit, allowed)
+
+    def _context_rows(self, ids: np.ndarray) -> np.ndarray:
+        index = self._ctx_index
+        assert index is not None
+        with self._connection() as conn:
+            found = dict(
+                conn.execute(
+                    """SELECT record_id, embedding FROM record_context
+                       WHERE record_id = ANY(%s::bigint[])""",
+                    (ids.tolist(),),
+                ).fetchall()
+            )
+        zero = bytes(4 * index.dim)  # a row deleted since: it scores nothing
+        blob = b"".join(bytes(found.get(i, zero)) for i in ids.tolist())
+        return np.frombuffer(blob, dtype="<f4").reshape(len(ids), index.dim)
+
+    def _context_index(self) -> ExactVectorIndex | None:
+        """The in-RAM copy of every scope's contexts, caught up with the table (every row
+        active to it: the leg keeps the active ones); None while the index is off or holds
+        another encoder's contexts than the store's."""
+        with self._ctx_lock, self._connection() as conn:
+            encoder = _meta(conn, "context_encoder")
+            if encoder is None or not _has_table(conn):
+                self._ctx_index = None
+                return None
+            name, dim = json.loads(encoder)
+            if (name, str(dim)) != (_meta(conn, "encoder"), _meta(conn, "dim")):
+                return None  # re-encoded since: the leg waits for the contexts' rebuild
+            seen = _meta(conn, _EPOCH) or "0"
+            index = self._ctx_index
+            if index is None or index.dim != int(dim) or seen != self._ctx_seen:
+                index = ExactVectorIndex(int(dim), exact_rows=self._context_rows)
+            rows = conn.execute(
+                """SELECT c.record_id, r.scope, coalesce(r.event_key, %s), c.embedding
+                   FROM record_context c JOIN records r ON r.id = c.record_id
+                   WHERE c.record_id > %s AND length(c.embedding) > 0
+                       ORDER BY c.record_id""",
+                (int(UNDATED), index.max_id),
+            ).fetchall()
+            if rows:
+                ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+                vectors = np.frombuffer(b"".join(bytes(r[3]) for r in rows), dtype="<f4")
+                index.append(
+                    ids,
+                    vectors.reshape(len(rows), index.dim),
+                    (r[1] for r in rows),
+                    (None if r[2] == UNDATED else r[2] for r in rows),
+                    (True for _ in rows),
+                )
+            self._ctx_index, self._ctx_seen = index, seen
+            return index
+
+    def context_eligible(
+        self, scope: str, ids: Collection[int], as_of: int | None, filters: Filters = NO_FILTERS
+    ) -> set[int]:
+        """The rows of ``ids`` in the search's scope (active, ``as_of``, filters): the
+        predecessors a context hit may credit."""
+        if not ids:
+            return set()
+        filters_as_of = "" if as_of is None else " AND r.event_key <= %(as_of)s"
+        where, params = filter_condition(filters, "r", "postgres")
+        with self._connection() as conn:
+            rows = conn.execute(
+                f"""SELECT r.id FROM unnest(%(ids)s::bigint[]) AS k(id)
+                    JOIN records r ON r.scope = %(scope)s AND r.id = k.id
+                    WHERE r.state = 'active'{filters_as_of}{where}""",
+                {"ids": [int(i) for i in ids], "scope": scope, "as_of": as_of, **params},
+            ).fetchall()
+        return {row[0] for row in rows}

@@ -1,0 +1,411 @@
+"""The SQLite engine's context index (opt-in): the table of context vectors, the thread walk
+that finds a record's predecessors (``mempp.store.context`` states the rule), and the context
+leg over an in-RAM int8 copy (``mempp.index.vectors.ExactVectorIndex``, rescored from the
+table's float32 rows).
+
+It is the optional index ``context`` (``mempp.store.indexes``; its statements and hooks
+below, registered in ``mempp.store.sqlite.indexes``): the table ``record_context`` exists
+only while it is enabled (``mempp_meta`` holds its depth and encoder), so nobody who leaves
+it off pays for it. Its rows need the encoder, so the store does not write them itself:
+``mempp.context`` encodes them after the records they describe (on write, on enabling, after
+an erasure). An erasure deletes every context that read the erased text (``erase``, inside
+the erasure's transaction, before the row leaves its thread).
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Collection, Sequence
+
+import numpy as np
+
+from mempp.errors import StoreError
+from mempp.filters import NO_FILTERS, Filters
+from mempp.index.vectors import ExactVectorIndex
+from mempp.store.context import (
+    CONTEXT_WINDOW,
+    DEFAULT_DEPTH,
+    ContextSource,
+    check_depth,
+    pick_members,
+)
+from mempp.store.filter_sql import filter_condition
+from mempp.store.indexes import Progress, meta_key
+from mempp.store.sqlite.schema import _SQLiteBase
+from mempp.store.verify import Check
+
+CREATE = (
+    """CREATE TABLE record_context (
+        record_id INTEGER PRIMARY KEY REFERENCES records(id),
+        members TEXT NOT NULL,
+        embedding BLOB NOT NULL)""",
+    f"""INSERT OR IGNORE INTO mempp_meta (key, value)
+        VALUES ('context_depth', '{DEFAULT_DEPTH}')""",
+)
+DROP = (
+    "DROP TABLE record_context",
+    """DELETE FROM mempp_meta
+       WHERE key IN ('context_depth', 'context_encoder', 'context_epoch')""",
+)
+# Bumped whenever a context row goes or an older one is written: the in-RAM copy reloads.
+_EPOCH = "context_epoch"
+_LOAD_CHUNK = 20_000
+
+
+def _has_table(conn: sqlite3.Connection) -> bool:
+    row = conn.execute(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'record_context'"
+    ).fetchone()
+    return row is not None
+
+
+def _bump(conn: sqlite3.Connection) -> None:
+    conn.execute(
+        """INSERT INTO mempp_meta (key, value) VALUES (?, '1')
+           ON CONFLICT(key) DO UPDATE SET value = CAST(value AS INTEGER) + 1""",
+        (_EPOCH,),
+    )
+
+
+def fill(conn: sqlite3.Connection, progress: Progress | None) -> None:
+    """Nothing inside the enabling transaction: the contexts need the encoder, which the
+    store does not hold (``mempp.context.fill`` encodes them once it is enabled)."""
+
+
+def erase(conn: sqlite3.Connection, row: int, old_text: str, new_text: str) -> None:
+    """Inside an erasure, before the row leaves its thread: delete its context and that of
+    every row whose context read it (a walk of its thread after it, by the thread index)."""
+    rows = conn.execute(
+        """SELECT c.record_id FROM records e
+           JOIN records r ON r.scope = e.scope AND r.thread = e.thread AND r.id > e.id
+           JOIN record_context c ON c.record_id = r.id
+           WHERE e.id = :row AND e.thread IS NOT NULL
+             AND EXISTS (SELECT 1 FROM json_each(c.members) m WHERE m.value = e.id)
+           UNION SELECT :row""",
+        {"row": row},
+    ).fetchall()
+    conn.execute(
+        "DELETE FROM record_context WHERE record_id IN (SELECT value FROM json_each(?))",
+        (json.dumps([r[0] for r in rows]),),
+    )
+
+
+def after_erasure(conn: sqlite3.Connection) -> None:
+    _bump(conn)  # the in-RAM copies, in every process, load again
+
+
+def check(conn: sqlite3.Connection) -> Check:
+    """Every unerased record has a context of the store's encoder."""
+    name = "context index"
+    missing = conn.execute(
+        """SELECT count(*) FROM records r
+           WHERE r.id NOT IN (SELECT record_id FROM redactions)
+             AND NOT EXISTS (SELECT 1 FROM record_context c WHERE c.record_id = r.id)"""
+    ).fetchone()[0]
+    encoder = conn.execute("SELECT value FROM mempp_meta WHERE key = 'context_encoder'").fetchone()
+    bound = conn.execute(
+        """SELECT (SELECT value FROM mempp_meta WHERE key = 'encoder'),
+                  (SELECT value FROM mempp_meta WHERE key = 'dim')"""
+    ).fetchone()
+    stored = conn.execute("SELECT count(*) FROM record_context").fetchone()[0]
+    if stored and (encoder is None or json.loads(encoder[0]) != [bound[0], int(bound[1])]):
+        return Check(name, False, "the contexts are another encoder's: run `mempp reembed`")
+    if missing:
+        return Check(
+            name,
+            False,
+            f"{missing} records have no context vector: run `mempp index enable context` "
+            "again to encode them",
+        )
+    return Check(name, True, f"{stored} context vectors, one per record")
+
+
+class _ContextMixin(_SQLiteBase):
+    """The context index: its switch, its rows, its leg."""
+
+    _ctx_index: ExactVectorIndex | None = None
+    _ctx_seen: tuple[str, str] = ("", "")  # (context epoch, state epoch) the copy holds
+
+    def _meta(self, key: str) -> str | None:
+        row = self._conn.execute("SELECT value FROM mempp_meta WHERE key = ?", (key,)).fetchone()
+        return None if row is None else str(row[0])
+
+    def context_depth(self) -> int | None:
+        with self._lock:
+            if self._meta(meta_key("context")) is None:
+                return None
+            value = self._meta("context_depth")
+        return DEFAULT_DEPTH if value is None else int(value)
+
+    def context_encoder(self) -> tuple[str, int] | None:
+        with self._lock:
+            value = self._meta("context_encoder")
+        if value is None:
+            return None
+        name, dim = json.loads(value)
+        return str(name), int(dim)
+
+    def set_context_depth(self, depth: int) -> None:
+        depth = check_depth(depth)
+        with self._write() as conn:
+            before = conn.execute(
+                "SELECT value FROM mempp_meta WHERE key = 'context_depth'"
+            ).fetchone()
+            if before is not None and int(before[0]) != depth and _has_table(conn):
+                conn.execute("DELETE FROM record_context")  # to be encoded again
+                _bump(conn)
+            conn.execute(
+                "INSERT OR REPLACE INTO mempp_meta (key, value) VALUES ('context_depth', ?)",
+                (str(depth),),
+            )
+        self._ctx_index = None
+
+    def context_pending(self, after: int, limit: int) -> list[int]:
+        with self._lock:
+            if not _has_table(self._conn):
+                return []
+            rows = self._conn.execute(
+                """SELECT r.id FROM records r
+                   WHERE r.id > ? AND r.id NOT IN (SELECT record_id FROM redactions)
+                     AND NOT EXISTS (SELECT 1 FROM record_context c WHERE c.record_id = r.id)
+                   ORDER BY r.id LIMIT ?""",
+                (after, limit),
+            ).fetchall()
+        return [row[0] for row in rows]
+
+    def context_sources(self, ids: Collection[int]) -> list[ContextSource]:
+        depth = self.context_depth()
+        if depth is None or not ids:
+            return []
+        sources = []
+        with self._lock:
+            records = self._conn.execute(
+                """SELECT id, scope, thread, event_key, ingested_key, text FROM records
+                   WHERE id IN (SELECT value FROM json_each(?))
+                     AND id NOT IN (SELECT record_id FROM redactions) ORDER BY id""",
+                (json.dumps(sorted({int(i) for i in ids})),),
+            ).fetchall()
+            for row_id, scope, thread, event_key, ingested_key, text in records:
+                window = []
+                if thread is not None:
+                    # One walk of records_thread back from the row's place: at most
+                    # CONTEXT_WINDOW entries, however long the thread.
+                    window = self._conn.execute(
+                        """SELECT id, event_key, ingested_key
+                           FROM records INDEXED BY records_thread
+                           WHERE scope = :scope AND thread = :thread
+                             AND coalesce(event_key, ingested_key) <= :place
+                           ORDER BY coalesce(event_key, ingested_key) DESC, id DESC
+                           LIMIT :window""",
+                        {
+                            "scope": scope,
+                            "thread": thread,
+                            "place": ingested_key if event_key is None else event_key,
+                            "window": CONTEXT_WINDOW,
+                        },
+                    ).fetchall()
+                picked = pick_members((row_id, event_key, ingested_key), window, depth)
+                texts = dict(
+                    self._conn.execute(
+                        """SELECT id, text FROM records
+                           WHERE id IN (SELECT value FROM json_each(?))""",
+                        (json.dumps(picked),),
+                    ).fetchall()
+                )
+                chosen = [(m, texts[m]) for m in picked]
+                sources.append(
+                    ContextSource(
+                        row_id,
+                        tuple(m for m, _ in chosen),
+                        tuple(t for _, t in chosen),
+                        text,
+                    )
+                )
+        return sources
+
+    def store_contexts(
+        self, encoder: tuple[str, int], sources: Sequence[ContextSource], vectors: np.ndarray
+    ) -> None:
+        if not sources:
+            return
+        vectors = np.asarray(vectors, dtype="<f4").reshape(len(sources), encoder[1])
+        try:
+            with self._write() as conn:
+                if not _has_table(conn):
+                    raise StoreError(f"{self.location}: the context index is off")
+                bound = conn.execute(
+                    "SELECT value FROM mempp_meta WHERE key = 'context_encoder'"
+                ).fetchone()
+                named = json.dumps([encoder[0], encoder[1]])
+                if bound is not None and bound[0] != named:
+                    conn.execute("DELETE FROM record_context")  # another encoder's contexts
+                conn.execute(
+                    "INSERT OR REPLACE INTO mempp_meta (key, value) VALUES ('context_encoder', ?)",
+                    (named,),
+                )
+                newest = conn.execute("SELECT max(record_id) FROM record_context").fetchone()[0]
+                # A row erased since its source was read stays out: the erasure's walk ran
+                # before this row existed.
+                read = [s.record_id for s in sources] + [m for s in sources for m in s.members]
+                erased = {
+                    row[0]
+                    for row in conn.execute(
+                        """SELECT record_id FROM redactions
+                           WHERE record_id IN (SELECT value FROM json_each(?))""",
+                        (json.dumps(read),),
+                    )
+                }
+                rows = [
+                    (
+                        s.record_id,
+                        json.dumps(list(s.members)),
+                        vector.tobytes() if s.members else b"",
+                    )
+                    for s, vector in zip(sources, vectors, strict=True)
+                    if s.record_id not in erased and not erased.intersection(s.members)
+                ]
+                conn.executemany(
+                    """INSERT OR REPLACE INTO record_context (record_id, members, embedding)
+                       VALUES (?, ?, ?)""",
+                    rows,
+                )
+                if (bound is not None and bound[0] != named) or (
+                    newest is not None and rows and min(r[0] for r in rows) <= newest
+                ):
+                    _bump(conn)
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(f"could not store contexts in {self.location}: {exc}") from None
+
+    def context_members(self, ids: Collection[int]) -> dict[int, tuple[int, ...]]:
+        if not ids:
+            return {}
+        with self._lock:
+            if not _has_table(self._conn):
+                return {}
+            rows = self._conn.execute(
+                """SELECT record_id, members FROM record_context
+                   WHERE record_id IN (SELECT value FROM json_each(?))""",
+                (json.dumps([int(i) for i in ids]),),
+            ).fetchall()
+        return {row: tuple(json.loads(members)) for row, members in rows}
+
+    def context_count(self) -> tuple[int, int]:
+        with self._lock:
+            records = self._conn.execute(
+                """SELECT count(*) FROM records
+                   WHERE id NOT IN (SELECT record_id FROM redactions)"""
+            ).fetchone()[0]
+            if not _has_table(self._conn):
+                return 0, records
+            stored = self._conn.execute("SELECT count(*) FROM record_context").fetchone()[0]
+        return stored, records
+
+    def contextual(
+        self,
+        scope: str,
+        vector: np.ndarray,
+        as_of: int | None,
+        limit: int,
+        *,
+        filters: Filters = NO_FILTERS,
+    ) -> list[int]:
+        index = self._context_index()
+        if index is None or limit <= 0:
+            return []
+        allowed = None
+        if not filters.is_empty:
+            main = self._vector_index()  # type: ignore[attr-defined]
+            if main is None:
+                return []
+            with self._lock:
+                allowed = self._filtered_ids(scope, filters, main)  # type: ignore[attr-defined]
+        return index.search(np.asarray(vector, dtype=np.float32), scope, as_of, limit, allowed)
+
+    def _context_rows(self, ids: np.ndarray) -> np.ndarray:
+        """The float32 context vectors of ``ids``, in that order (the index's exact rows)."""
+        with self._lock:
+            found = dict(
+                self._conn.execute(
+                    """SELECT record_id, embedding FROM record_context
+                       WHERE record_id IN (SELECT value FROM json_each(?))""",
+                    (json.dumps(ids.tolist()),),
+                ).fetchall()
+            )
+        assert self._ctx_index is not None
+        dim = self._ctx_index.dim
+        zero = bytes(4 * dim)  # a row deleted since: it scores nothing
+        blob = b"".join(found.get(i, zero) for i in ids.tolist())
+        return np.frombuffer(blob, dtype="<f4").reshape(len(ids), dim)
+
+    def _context_index(self) -> ExactVectorIndex | None:
+        """The in-RAM copy, caught up with the table (None while the index is off or holds
+        another encoder's contexts than the store's)."""
+        with self._lock:
+            conn = self._conn
+            encoder = self._meta("context_encoder")
+            stored = self._meta("encoder"), self._meta("dim")
+            if encoder is None or not _has_table(conn):
+                self._ctx_index = None
+                return None
+            name, dim = json.loads(encoder)
+            if (name, str(dim)) != stored:
+                return None  # re-encoded since: the leg waits for the contexts' rebuild
+            conn.execute("BEGIN")
+            try:
+                seen = (self._meta(_EPOCH) or "0", self._meta("state_epoch") or "0")
+                index = self._ctx_index
+                if index is None or index.dim != int(dim) or seen[0] != self._ctx_seen[0]:
+                    index = ExactVectorIndex(int(dim), exact_rows=self._context_rows)
+                    self._ctx_index = index
+                    self._ctx_seen = ("", "")
+                cursor = conn.execute(
+                    """SELECT c.record_id, r.scope, r.event_key, r.state = 'active', c.embedding
+                       FROM record_context c JOIN records r ON r.id = c.record_id
+                       WHERE c.record_id > ? AND length(c.embedding) > 0
+                       ORDER BY c.record_id""",
+                    (index.max_id,),
+                )
+                while rows := cursor.fetchmany(_LOAD_CHUNK):
+                    ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+                    vectors = np.frombuffer(b"".join(r[4] for r in rows), dtype="<f4")
+                    index.append(
+                        ids,
+                        vectors.reshape(len(rows), index.dim),
+                        (r[1] for r in rows),
+                        (r[2] for r in rows),
+                        (bool(r[3]) for r in rows),
+                    )
+                if seen[1] != self._ctx_seen[1] and self._ctx_seen != ("", ""):
+                    archived = conn.execute(
+                        """SELECT c.record_id FROM record_context c
+                           JOIN records r ON r.id = c.record_id WHERE r.state != 'active'"""
+                    ).fetchall()
+                    index.set_archived(np.fromiter((r[0] for r in archived), dtype=np.int64))
+            finally:
+                conn.execute("COMMIT")
+            self._ctx_seen = seen
+            return index
+
+    def context_eligible(
+        self, scope: str, ids: Collection[int], as_of: int | None, filters: Filters = NO_FILTERS
+    ) -> set[int]:
+        """The rows of ``ids`` in the search's scope (active, ``as_of``, filters): the
+        predecessors a context hit may credit."""
+        if not ids:
+            return set()
+        where, params = filter_condition(filters, "r", "sqlite")
+        date = "" if as_of is None else " AND r.event_key <= :as_of"
+        with self._lock:
+            rows = self._conn.execute(
+                f"""SELECT r.id FROM records r
+                    WHERE r.id IN (SELECT value FROM json_each(:ids)) AND +r.scope = :scope
+                      AND r.state = 'active'{date}{where}""",
+                {
+                    "ids": json.dumps([int(i) for i in ids]),
+                    "scope": scope,
+                    "as_of": as_of,
+                    **params,
+                },
+            ).fetchall()
+        return {row[0] for row in rows}
