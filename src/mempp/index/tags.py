@@ -17,13 +17,21 @@ Eligibility (tenant, active, as-of bound, filters) is a mask the caller supplies
 index's, which tracks states); this module holds no state beyond the postings and is pure
 numpy. The postings are append-only like the rows they index; an erasure removes labels, so
 the store drops and rebuilds them then.
+
+``save`` writes them as an array file (``mempp.index.array_file``: labels as one UTF-8 blob
+with offsets, the offsets and ids as they are held) and ``load`` maps it back, checked and
+not kept resident (``lazy``): a search pages in only the lists it asks for.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
+
+from mempp.index import array_file
 
 # ids -> mask of the eligible ones (any order in, same order out).
 Eligible = Callable[[np.ndarray], np.ndarray]
@@ -33,6 +41,10 @@ _EMPTY = np.empty(0, dtype=np.int64)
 # _MIN_WINDOW); each next window is twice as large, so a sparse eligibility costs O(log) steps.
 _WINDOW_PER_RESULT = 2
 _MIN_WINDOW = 256
+
+# The file written by TagPostings.save.
+_FILE_KIND = "mempp tag postings"
+_FILE_FORMAT = 1
 
 
 class TagPostings:
@@ -80,6 +92,73 @@ class TagPostings:
             for label in labels
         }
         return TagPostings.from_lists(lists, max_id)
+
+    def save(self, path: str | os.PathLike[str]) -> None:
+        """Write the postings and ``label`` to ``path`` atomically (a reader sees the old file
+        or the new one); ``OSError`` if the folder refuses it."""
+        encoded = [label.encode("utf-8") for label in self._slot]
+        starts = np.zeros(len(encoded) + 1, dtype=np.int64)
+        np.cumsum([len(e) for e in encoded], out=starts[1:])
+        meta = {
+            "kind": _FILE_KIND,
+            "version": _FILE_FORMAT,
+            "max_id": self.max_id,
+            "label": self.label,
+        }
+        arrays = {
+            "labels": np.frombuffer(b"".join(encoded), dtype=np.uint8),
+            "label_offsets": starts,
+            "offsets": self._offsets,
+            "ids": self._ids,
+        }
+        array_file.write(path, meta, arrays)
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str]) -> TagPostings:
+        """The postings ``save`` wrote, mapped (see the module's note); ``ValueError`` naming
+        the file if it is missing, truncated, damaged, of another kind, or its arrays do not
+        add up."""
+        loaded: list[TagPostings] = []
+
+        def check(meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> None:
+            # Run on the mapped arrays before their pages are handed back (one pass).
+            try:
+                loaded.append(cls._from_arrays(meta, arrays))
+            except (KeyError, TypeError, ValueError, UnicodeDecodeError) as error:
+                raise ValueError(f"not a tag postings file ({error})") from None
+
+        array_file.read(path, mapped=True, lazy=True, check=check)
+        return loaded[0]
+
+    @classmethod
+    def _from_arrays(cls, meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> TagPostings:
+        if (meta["kind"], int(meta["version"])) != (_FILE_KIND, _FILE_FORMAT):
+            raise ValueError("another kind or version")
+        max_id, label = int(meta["max_id"]), str(meta["label"])
+        blob, starts = arrays["labels"], arrays["label_offsets"]
+        offsets, ids = arrays["offsets"], arrays["ids"]
+        consistent = (
+            blob.dtype == np.uint8
+            and starts.dtype == offsets.dtype == ids.dtype == np.int64
+            and len(starts) == len(offsets) >= 1
+            and int(starts[0]) == 0 == int(offsets[0])
+            and int(starts[-1]) == len(blob)
+            and int(offsets[-1]) == len(ids)
+            and bool(np.all(np.diff(starts) >= 0))
+            and bool(np.all(np.diff(offsets) >= 0))
+            and (len(ids) == 0 or (int(ids.min()) > 0 and int(ids.max()) <= max_id))
+        )
+        if not consistent:
+            raise ValueError("its arrays do not add up")
+        raw = blob.tobytes()
+        labels = [
+            raw[int(starts[n]) : int(starts[n + 1])].decode("utf-8") for n in range(len(starts) - 1)
+        ]
+        if len(set(labels)) != len(labels):
+            raise ValueError("a label is listed twice")
+        postings = cls(labels, offsets, ids, max_id)
+        postings.label = label
+        return postings
 
     def __len__(self) -> int:
         """Postings held (label, row pairs)."""

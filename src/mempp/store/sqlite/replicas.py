@@ -1,13 +1,16 @@
 """The SQLite engine's in-RAM copies of its file, which the legs search instead of SQL where
 they are faster: the vector index (int8 scan copy, saved beside the file as
-``<db>-vectors.arrays``), the BM25 replica (``<db>-bm25.arrays``) and the tag postings. Each
-is loaded or built once, caught up from the newest id it holds, and dropped when an erasure
-makes it stale; ``warm()`` readies all three."""
+``<db>-vectors.arrays``), the BM25 replica (``<db>-bm25.arrays``) and the tag postings
+(``<db>-tags.arrays``). Each is loaded (the saved files mapped, not read) or built once,
+caught up from the newest id it holds, and dropped when an erasure makes it stale; ``warm()``
+readies all three. A saved file that is damaged, truncated or another database's is refused
+with one logged warning naming it (``mempp.store``) and built again from the database."""
 
 from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import sqlite3
 import threading
 import urllib.parse
@@ -27,6 +30,7 @@ from mempp.store.sqlite.schema import (
     BM25_LEGACY_SUFFIX,
     BUSY_TIMEOUT_S,
     FTS_TOKENIZE,
+    TAGS_FILE_SUFFIX,
     _ClosedConnection,
 )
 from mempp.store.sqlite.vector_file import (
@@ -42,6 +46,12 @@ from mempp.store.sqlite.vector_file import save as save_vector_index
 # still describes the file; it is rebuilt once the rows added since outnumber an eighth of it
 # (they are tokenised one by one at catch-up, the build reads FTS5's postings in bulk).
 _BM25_STALE_SHARE = 8
+
+log = logging.getLogger("mempp.store")
+
+
+def _refused(reason: str, what: str) -> None:
+    log.warning("%s; building %s again from the database", reason, what)
 
 
 def _fingerprint(conn: sqlite3.Connection, max_id: int) -> str | None:
@@ -82,12 +92,14 @@ def _saved_bm25(conn: sqlite3.Connection, path: Path) -> Bm25Index | None:
         return None
     try:
         bm25 = Bm25Index.load(path)
-    except ValueError:
-        return None  # unreadable: rebuilt and saved again
+    except ValueError as error:  # damaged, truncated, another layout: rebuilt, saved again
+        _refused(str(error), "the BM25 replica")
+        return None
     covered, total = conn.execute(
         "SELECT count(*) FILTER (WHERE id <= ?), count(*) FROM records", (bm25.max_id,)
     ).fetchone()
     if bm25.label != _fingerprint(conn, bm25.max_id) or covered != bm25.rows:
+        _refused(f"{path}: saved for other rows than the database holds", "the BM25 replica")
         return None
     if (total - covered) * _BM25_STALE_SHARE > max(bm25.rows, 1):
         return None
@@ -103,6 +115,9 @@ _LOAD_CHUNK = 20_000
 # postings are read afresh once those outnumber an eighth of them (or this many rows).
 _TAGS_SYNC_ROWS = 100_000
 _TAGS_TAIL_ROWS = 20_000
+# Postings read in a thread are saved beside the file from this many rows on (a store that
+# reads them on the searching connection does not need the file).
+TAGS_FILE_MIN_ROWS = _TAGS_SYNC_ROWS
 
 
 def _open_read_only(location: str) -> sqlite3.Connection:
@@ -114,8 +129,10 @@ def _open_read_only(location: str) -> sqlite3.Connection:
 
 
 def _tag_postings_from_sql(conn: sqlite3.Connection) -> TagPostings:
-    """Every label's ids from ``record_tags`` in one snapshot, labelled with the number of
-    erasures then (an erasure deletes tag rows: postings read before it are stale)."""
+    """Every label's ids from ``record_tags`` in one snapshot, labelled with the rows they
+    cover (``vector_file.fingerprint``, or ``"::<erasures>"`` for an empty store), whose last
+    field is the number of erasures then (an erasure deletes tag rows: postings read before
+    it are stale)."""
     conn.execute("BEGIN")
     try:
         max_id, redactions = conn.execute(
@@ -127,9 +144,39 @@ def _tag_postings_from_sql(conn: sqlite3.Connection) -> TagPostings:
             (max_id,),
         )
         postings = TagPostings.from_groups(groups, max_id)
+        postings.label = fingerprint(conn, max_id) or f"::{redactions}:"
     finally:
         conn.execute("COMMIT")
-    postings.label = str(redactions)
+    return postings
+
+
+def _erasures_seen(postings: TagPostings) -> str:
+    """The number of erasures when ``postings`` were read (see ``_tag_postings_from_sql``)."""
+    parts = postings.label.split(":")
+    return parts[2] if len(parts) == 4 else ""
+
+
+def _saved_tags(conn: sqlite3.Connection, path: Path) -> TagPostings | None:
+    """The postings saved at ``path`` if they describe this file and are fresh enough (as
+    ``_tags_ready`` judges them), else None (read from SQL)."""
+    if not path.exists():
+        return None
+    try:
+        postings = TagPostings.load(path)
+    except ValueError as error:  # damaged, truncated, another layout
+        _refused(str(error), "the tag postings")
+        return None
+    conn.execute("BEGIN")
+    try:
+        newest = conn.execute("SELECT coalesce(max(id), 0) FROM records").fetchone()[0]
+        current = fingerprint(conn, postings.max_id)
+    finally:
+        conn.execute("COMMIT")
+    if postings.label != current:
+        _refused(f"{path}: saved for other rows than the database holds", "the tag postings")
+        return None
+    if (newest - postings.max_id) * 8 > max(len(postings), _TAGS_TAIL_ROWS):
+        return None  # too far behind: read afresh (and saved again)
     return postings
 
 
@@ -196,7 +243,7 @@ class _ReplicasMixin(_RecordsMixin):
         postings = self._tags
         if postings is not None:
             erased = self._conn.execute("SELECT count(*) FROM redactions").fetchone()[0]
-            if postings.label != str(erased):
+            if _erasures_seen(postings) != str(erased):
                 postings = self._tags = None  # an erasure took labels away since
             elif (index.max_id - postings.max_id) * 8 > max(len(postings), _TAGS_TAIL_ROWS):
                 self._start_tag_postings()  # served with the per-search tail until then
@@ -215,9 +262,23 @@ class _ReplicasMixin(_RecordsMixin):
         )
         self._tags_thread.start()
 
+    tags_file_min_rows = TAGS_FILE_MIN_ROWS
+
     def _read_tag_postings(self) -> None:
-        """Read the postings on a connection of its own (runs in a thread)."""
-        self._build_aside(_tag_postings_from_sql, "_tags_built")
+        """Load the postings saved beside the file, or read them from SQL and save them there
+        once the store is large enough (runs in a thread, on a connection of its own)."""
+        saved = Path(f"{self.location}{TAGS_FILE_SUFFIX}")
+
+        def build(conn: sqlite3.Connection) -> TagPostings:
+            postings = _saved_tags(conn, saved)
+            if postings is None:
+                postings = _tag_postings_from_sql(conn)
+                if postings.max_id >= max(self.tags_file_min_rows, 1):
+                    with contextlib.suppress(OSError):  # a read-only folder: read next time
+                        postings.save(saved)
+            return postings
+
+        self._build_aside(build, "_tags_built")
 
     def _build_aside(self, build: Callable[[sqlite3.Connection], object], into: str) -> None:
         """Run ``build`` on a read-only connection of its own (in a replica's thread) and

@@ -41,6 +41,8 @@ BM25_RAM_MIN_ROWS = 20_000
 # mempp before the array file saved it as <file>-bm25.npz, read once and replaced.
 BM25_FILE_SUFFIX = "-bm25.arrays"
 BM25_LEGACY_SUFFIX = "-bm25.npz"
+# The tag leg's postings, saved beside the database (mempp.store.sqlite.replicas).
+TAGS_FILE_SUFFIX = "-tags.arrays"
 
 # The columns of a record's content (what the triggers freeze), and "a redaction of row
 # {row} is under way in this transaction" (the one path that may change them).
@@ -534,15 +536,17 @@ class _SQLiteBase:
 
     def _forget_bm25(self) -> None:
         """Drop the BM25 replica, in RAM and beside the file, after an erasure (it holds the
-        erased terms and FTS5's old counts); the next large search builds it afresh. A build
-        under way is waited for first, so it cannot bring the old postings back."""
-        building = self._bm25_thread
-        if building is not None:
-            building.join()
+        erased terms and FTS5's old counts), and the tag postings' file (the erased rows'
+        labels); the next large search builds them afresh. A build or read under way is
+        waited for first, so it cannot save the old postings again. (The tag postings in RAM
+        are dropped by the next search, which sees the erasure.)"""
+        for building in (self._bm25_thread, self._tags_thread):
+            if building is not None:
+                building.join()
         with self._lock:
             self._bm25 = self._bm25_built = None
             self._bm25_thread = None
-        for suffix in (BM25_FILE_SUFFIX, BM25_LEGACY_SUFFIX):
+        for suffix in (BM25_FILE_SUFFIX, BM25_LEGACY_SUFFIX, TAGS_FILE_SUFFIX):
             with contextlib.suppress(FileNotFoundError):
                 Path(f"{self.location}{suffix}").unlink()
 
