@@ -12,12 +12,15 @@ from __future__ import annotations
 import math
 import os
 import re
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, is_hypothesis_test, settings
+from hypothesis.statistics import collector
 
 from mempp import Memory
 
@@ -34,6 +37,44 @@ LONG_EXAMPLES = int(os.environ.get("MEMPP_LONG_EXAMPLES", "100000"))
 settings.register_profile("ci", derandomize=True, **_COMMON)
 settings.register_profile("long", max_examples=LONG_EXAMPLES, derandomize=False, **_COMMON)
 settings.load_profile(os.environ.get("MEMPP_HYPOTHESIS_PROFILE", "ci"))
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
+    """With ``--hypothesis-show-statistics``: the statistics of a test that runs its cases
+    through ``@given`` functions of its own (the property suites do, a store or a round of
+    cases at a time; hypothesis's plugin reports only tests that are themselves ``@given``),
+    summed over all of them and printed with the plugin's: how many runs, and per phase the
+    passing, failing and invalid cases and the seconds."""
+    if not item.config.getoption("--hypothesis-show-statistics") or is_hypothesis_test(
+        getattr(item, "obj", None)
+    ):
+        yield
+        return
+    runs: list[dict[str, Any]] = []
+    with collector.with_value(runs.append):
+        yield
+    if runs:
+        item.hypothesis_statistics = summed_statistics(item.nodeid, runs)  # type: ignore[attr-defined]
+
+
+def summed_statistics(nodeid: str, runs: list[dict[str, Any]]) -> str:
+    lines = [f"{nodeid}: {len(runs)} runs of @given, summed:"]
+    for phase in ("explicit", "reuse", "generate", "target", "shrink", "explain"):
+        stats = [run.get(f"{phase}-phase", {}) for run in runs]
+        cases = [case for each in stats for case in each.get("test-cases", ())]
+        if not cases:
+            continue
+        status = Counter(case["status"] for case in cases)
+        seconds = sum(each.get("duration-seconds", 0.0) for each in stats)
+        lines.append(
+            f"  - {phase} phase ({seconds:.1f} seconds): {status['valid']} passing, "
+            f"{status['interesting']} failing, "
+            f"{status['invalid'] + status['overrun']} invalid test cases"
+        )
+    stopped = Counter(str(run.get("stopped-because", "?")) for run in runs)
+    lines.append("  - stopped because: " + "; ".join(f"{n} x {why}" for why, n in stopped.items()))
+    return "\n".join(lines)
 
 
 def examples(ci: int, share: float = 1.0) -> int:

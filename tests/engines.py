@@ -15,9 +15,12 @@ If PostgreSQL cannot be started or reached, the PostgreSQL tests FAIL with the r
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import os
 import tempfile
 import threading
+import time
 import urllib.parse
 import uuid
 import warnings
@@ -134,6 +137,47 @@ def create_database(admin_url: str) -> str:
     return name
 
 
+# The template each property suite's PostgreSQL store is copied from, per admin URL: an empty
+# store migrated once per process (0.19 s to create a database and 0.31 s to migrate it,
+# against 0.07 s to copy the template, measured on the test server). The copy is the same
+# catalog and rows, byte for byte, as a store just migrated; the migrations themselves are
+# tested on their own (tests/test_postgres.py, tests/test_pg_analysis_migration.py).
+_templates: dict[str, str] = {}
+_template_lock = threading.Lock()
+
+
+def create_store_database(admin_url: str) -> str:
+    """A new database that already holds an empty mempp store of the current schema (no
+    encoder bound, no rows): a copy of a template migrated once per process."""
+    import psycopg
+
+    from mempp.store import open_store
+
+    with _template_lock:
+        template = _templates.get(admin_url)
+        if template is None:
+            template = create_database(admin_url)
+            open_store(with_database(admin_url, template)).close()
+            _templates[admin_url] = template
+            atexit.register(_drop_quietly, admin_url, template)
+    name = "mempp_test_" + uuid.uuid4().hex[:12]
+    for attempt in range(50):
+        try:
+            with psycopg.connect(admin_url, autocommit=True) as conn:
+                conn.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template}"')
+            return name
+        except psycopg.errors.ObjectInUse:  # the template's last session still closing
+            if attempt == 49:
+                raise
+            time.sleep(0.05)
+    raise AssertionError("unreachable")
+
+
+def _drop_quietly(admin_url: str, name: str) -> None:
+    with contextlib.suppress(Exception):  # the server may be gone already
+        drop_database(admin_url, name)
+
+
 def drop_database(admin_url: str, name: str) -> None:
     import psycopg
 
@@ -168,8 +212,9 @@ def engine_location(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 @pytest.fixture(params=ENGINES)
 def engine_locations(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Callable[[], str]]:
     """A maker of empty stores of one engine: each call gives a new SQLite file or a new
-    PostgreSQL database, and drops the one before it (a long property run starts a fresh
-    store every so many cases, so that no store grows with the run)."""
+    PostgreSQL database holding an empty store (a copy of the template,
+    ``create_store_database``), and drops the one before it (a long property run starts a
+    fresh store every so many cases, so that no store grows with the run)."""
     made: list[str] = []
     admin = require_server() if request.param == "postgres" else None
 
@@ -186,7 +231,7 @@ def engine_locations(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator
         if admin is None:
             location = str(tmp_path / f"memory{len(made)}.db")
         else:
-            location = with_database(admin, create_database(admin))
+            location = with_database(admin, create_store_database(admin))
         made.append(location)
         return location
 

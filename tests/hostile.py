@@ -152,11 +152,28 @@ def _kind(exc: BaseException) -> str:
     return f"{type(exc).__name__} at {where}"
 
 
+# The last id _state found per scope: where its next walk starts. Any id is a sound start:
+# if that row is still in the scope, the rows after it are all the rows with a larger id, so
+# the walk ends on the scope's largest id exactly as a walk from the first row would; if it
+# is not, the walk starts from the first row. (Walking every row each time read the whole
+# store twice per case, and a long run's store holds thousands of generated documents.)
+_WALK_FROM: dict[str, int] = {}
+
+
 def _state(memory: Memory) -> tuple[int, int]:
+    """The scope's row count (every state) and its largest id."""
     store = memory.store
     total = store.count(memory.scope, active_only=False)
-    last = list(memory.records())[-1].id if total else 0
-    return total, last
+    last = _WALK_FROM.get(memory.scope, 0)
+    if last:
+        try:
+            memory.get(last)
+        except RecordNotFound:
+            last = 0
+    while batch := store.records_after(memory.scope, last, 1000):
+        last = batch[-1].id
+    _WALK_FROM[memory.scope] = last
+    return total, last if total else 0
 
 
 def check_message(message: str, what: str) -> None:
@@ -313,14 +330,15 @@ def run_cli(argv: list[str], *, stdin: bytes = b"", allowed: tuple[int, ...] = (
     return code
 
 
-def cli_case(location: str, argv: list[str], stdin: bytes) -> None:
-    with Memory(location) as memory:  # how many rows, before
-        before = _state(memory)
+def cli_case(memory: Memory, location: str, argv: list[str], stdin: bytes) -> None:
+    """``mempp --db LOCATION ARGV``; a failed command must leave the store as it was. The
+    rows are counted through the context's open ``memory``: each count is a new read of what
+    is committed (SQLite in WAL mode, PostgreSQL a transaction per statement), so it sees
+    the command's writes exactly as a second connection opened for it would."""
+    before = _state(memory)
     code = run_cli(["--db", location, *argv], stdin=stdin)
-    if code != 0:
-        with Memory(location) as memory:
-            if _state(memory) != before:
-                raise Crash("failed command changed the store", repr(argv))
+    if code != 0 and _state(memory) != before:
+        raise Crash("failed command changed the store", repr(argv))
 
 
 json_values = st.recursive(
@@ -493,7 +511,7 @@ ENTRIES: dict[str, Entry] = {
             "stdin": st.binary(max_size=200)
             | text.map(lambda t: t.encode("utf-8", "surrogatepass")),
         },
-        lambda c, **kw: cli_case(c.location, **kw),
+        lambda c, **kw: cli_case(c.memory, c.location, **kw),
         200,
     ),
     "cli_ingest": Entry(
@@ -514,10 +532,12 @@ def context(location: str, folder: Path, llm: Any) -> Iterator[Context]:
     from unittest import mock
 
     sys.path.insert(0, str(Path(__file__).parent))
+    from cheap import once_per_process
     from conftest import KeywordEmbedder
 
     embedder = KeywordEmbedder(["launch", "budget", "friday"])
     with (
+        once_per_process(),
         mock.patch("mempp.memory.default_embedder", lambda: embedder),
         Memory(location, embedder=embedder) as memory,
     ):

@@ -21,12 +21,17 @@ from hypothesis import example, given, settings
 from mempp import Memory
 
 import operations
+from cheap import once_per_process
 from conftest import KeywordEmbedder, examples
 from engines import engine_locations  # noqa: F401 - fixtures
 
 CI_EXAMPLES = 25
-# verify reads the whole store, so a long run starts a fresh one every so many sequences.
-SEQUENCES_PER_STORE = 200
+# verify reads the whole store after every step, so its cost grows with the rows earlier
+# sequences left: a long run starts a fresh store every so many sequences. At 200 verify was
+# over half of the run's time on PostgreSQL (it re-analyses every row's text); at 20 a store
+# still holds 20 scopes, so a step that broke another scope's rows or the shared indexes is
+# still found, and a fresh PostgreSQL store is a template copy (tests/engines.py).
+SEQUENCES_PER_STORE = 20
 # A sequence in which every operation does something, run before the generated ones: the
 # coverage check below then never rests on what the generator happened to draw.
 EVERY_OPERATION = [
@@ -46,6 +51,18 @@ EVERY_OPERATION = [
 
 def test_verify_passes_after_every_operation(engine_locations: Callable[[], str]) -> None:  # noqa: F811
     wanted = examples(CI_EXAMPLES)
+    ran, outcomes = run_sequences(engine_locations, wanted)
+    # hypothesis ran (nearly) every sequence asked, and every operation did something.
+    assert ran >= wanted * 0.9
+    done = {key.split(":")[0] for key, n in outcomes.items() if key.endswith(":done") and n}
+    assert done == set(operations.OPERATIONS), outcomes
+
+
+def run_sequences(new_store: Callable[[], str], wanted: int) -> tuple[int, Counter[str]]:
+    """``wanted`` generated sequences (and ``EVERY_OPERATION``), each in a scope of its own,
+    a fresh store from ``new_store`` every ``SEQUENCES_PER_STORE``; ``verify`` after every
+    step. Returns how many sequences ran and the count of each step's outcome; a failed
+    verify fails (hypothesis shrinks the sequence and prints it)."""
     scopes = count()
     outcomes: Counter[str] = Counter()
     embedder = KeywordEmbedder(operations.WORDS)
@@ -64,7 +81,7 @@ def test_verify_passes_after_every_operation(engine_locations: Callable[[], str]
             if number % SEQUENCES_PER_STORE == 0:
                 if shared:
                     shared.pop().close()
-                shared.append(Memory(engine_locations(), embedder=embedder))
+                shared.append(Memory(new_store(), embedder=embedder))
             # A scope per sequence: each starts empty, and verify checks them all.
             memory = Memory(shared[0].store, scope=f"s{number}", embedder=embedder)
             for step in sequence:
@@ -73,11 +90,9 @@ def test_verify_passes_after_every_operation(engine_locations: Callable[[], str]
                 assert not failed, f"after {step}: {failed}"
 
         try:
-            run()
+            with once_per_process():
+                run()
         finally:
             if shared:
                 shared.pop().close()
-    # hypothesis ran (nearly) every sequence asked, and every operation did something.
-    assert next(scopes) >= wanted * 0.9
-    done = {key.split(":")[0] for key, n in outcomes.items() if key.endswith(":done") and n}
-    assert done == set(operations.OPERATIONS), outcomes
+    return next(scopes), outcomes
