@@ -449,6 +449,10 @@ ARCHIVED_ERASED_UNDONE = [("add", 0, 0)] * 4 + [
     ("redact", 0, 0),
     ("undo", 0, 0),
 ]
+# Found by the second long run: archive a row, add its text again, undo the archive. SQLite
+# made both rows active and PostgreSQL's dedupe index then refused the snapshot. The undo is
+# refused now, on both engines.
+ARCHIVED_READDED_UNDONE = [("add", 0, 0), ("archive", 0, 0), ("add", 0, 0), ("undo", 0, 0)]
 
 
 @pytest.mark.parametrize("source_engine", ["sqlite", "postgres"])
@@ -479,6 +483,7 @@ def round_trips(source_engine: str, tmp_path: Path, pg_server: str, llm: Any, wa
     @settings(max_examples=wanted)
     @given(operations.SEQUENCES)
     @example(ARCHIVED_ERASED_UNDONE)
+    @example(ARCHIVED_READDED_UNDONE)
     def run(sequence: list[tuple[str, int, int]]) -> None:
         number = next(numbers)
         folder = tmp_path / f"f{number}"
@@ -548,6 +553,47 @@ def test_an_undo_never_brings_an_erased_row_back(
             assert memory.get(record.id).state == "redacted"
             assert all(check.ok for check in memory.verify())
         restore(str(tmp_path / "t.db"), dump(source, tmp_path / "a.dump"))
+    finally:
+        for name in made:
+            drop_database(pg_server, name)
+
+
+@pytest.mark.parametrize("engine", ["sqlite", "postgres"])
+def test_an_undo_never_makes_a_row_active_beside_its_duplicate(
+    engine: str,
+    tmp_path: Path,
+    pg_server: str,  # noqa: F811
+) -> None:
+    """Archive a row, add its text again (a new row), undo the archive: refused on both
+    engines, naming the row, nothing changed; the store dumps and restores into the other
+    engine. A row of the same text under another date is no duplicate: that undo goes on."""
+    made: list[str] = []
+    if engine == "sqlite":
+        source = str(tmp_path / "s.db")
+        target = str(tmp_path / "t.db")
+        made.append(create_database(pg_server))
+        target = with_database(pg_server, made[-1])
+    else:
+        made.append(create_database(pg_server))
+        source = with_database(pg_server, made[-1])
+        target = str(tmp_path / "t.db")
+    try:
+        with Memory(source, embedder=embedder()) as memory:
+            record = memory.add("launch budget", date="2024-01-15")
+            archived = memory.archive(record.id, reason="obsolete")
+            again = memory.add("launch budget", date="2024-01-15")
+            assert again.id != record.id
+            with pytest.raises(StateConflict, match=rf"records \[{record.id}\] would be active"):
+                memory.undo(archived.run_id)
+            assert memory.get(record.id).state == "archived"
+            assert memory.get(again.id).state == "active"
+            other = memory.add("launch plan", date="2024-02-01")
+            moved = memory.archive(other.id, reason="obsolete")
+            memory.add("launch plan", date="2024-03-01")
+            memory.undo(moved.run_id)
+            assert memory.get(other.id).state == "active"
+            assert all(check.ok for check in memory.verify())
+        restore(target, dump(source, tmp_path / "a.dump"))
     finally:
         for name in made:
             drop_database(pg_server, name)

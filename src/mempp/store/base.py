@@ -651,6 +651,20 @@ def refuse_erased(run_id: int, erased: Sequence[int]) -> StateConflict:
     )
 
 
+def refuse_duplicates(run_id: int, ids: Sequence[int]) -> StateConflict:
+    """An undo that would make a row active beside its duplicate (the same author, text and
+    event date, added after the run archived it): one engine's dedupe index forbids two
+    such rows and the other would keep both, so a snapshot would not restore across
+    engines. The whole undo is refused on both."""
+    ids = sorted(ids)
+    return StateConflict(
+        f"cannot undo run {run_id}: records {ids} would be active beside a row of the same "
+        "author, text and date added after the run (archive that row first); nothing was "
+        "changed",
+        ids,
+    )
+
+
 def inverse_change(change: StateChange) -> StateChange:
     """The change that restores a row; a row the run created is archived, never deleted."""
     if change.old_state is None:

@@ -23,6 +23,7 @@ from mempp.store.base import (
     StateConflict,
     check_undoable,
     inverse_change,
+    refuse_duplicates,
     refuse_erased,
     undo_counts,
 )
@@ -350,8 +351,8 @@ class _ChangeLogMixin(_RecordsMixin):
         run_id: int,
         inverse: Sequence[StateChange],
     ) -> None:
-        """Refuse, naming them, to re-activate rows whose text an active row of the same author
-        holds now (added after the run archived them): the dedupe index forbids two."""
+        """Refuse, naming them, to re-activate rows that an active row repeats now (the same
+        author, text and event date, added after the run archived them)."""
         restoring = [c.record_id for c in inverse if c.new_state == "active"]
         if not restoring:
             return
@@ -364,16 +365,11 @@ class _ChangeLogMixin(_RecordsMixin):
                      SELECT 1 FROM records o
                      WHERE o.scope = r.scope AND o.state = 'active'
                        AND coalesce(o.author, '') = coalesce(r.author, '')
-                       AND o.text_hash = r.text_hash AND o.id <> r.id
+                       AND o.text_hash = r.text_hash
+                       AND o.event_key IS NOT DISTINCT FROM r.event_key AND o.id <> r.id
                        AND NOT (o.id = ANY(%(leaving)s::bigint[])))
                ORDER BY r.id""",
             {"scope": scope, "restoring": restoring, "leaving": leaving},
         ).fetchall()
         if rows:
-            ids = [row[0] for row in rows]
-            raise StateConflict(
-                f"cannot undo run {run_id}: records {ids} would be active beside a row of the "
-                "same author and text added after the run (archive that row first); "
-                "nothing was changed",
-                ids,
-            )
+            raise refuse_duplicates(run_id, [row[0] for row in rows])

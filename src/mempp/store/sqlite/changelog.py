@@ -23,6 +23,7 @@ from mempp.store.base import (
     StateConflict,
     check_undoable,
     inverse_change,
+    refuse_duplicates,
     refuse_erased,
     undo_counts,
 )
@@ -273,6 +274,30 @@ class _ChangeLogMixin(_RecordsMixin):
         ]
         if erased:
             raise refuse_erased(run_id, erased)
+        restoring = [c.record_id for c in inverse if c.new_state == "active"]
+        leaving = [c.record_id for c in inverse if c.new_state == "archived"]
+        repeated = (
+            [
+                row[0]
+                for row in conn.execute(
+                    """SELECT r.id FROM records r
+                   WHERE r.scope = ? AND r.id IN (SELECT value FROM json_each(?))
+                     AND r.state = 'archived'
+                     AND EXISTS (
+                         SELECT 1 FROM records o
+                         WHERE o.scope = r.scope AND o.state = 'active'
+                           AND coalesce(o.author, '') = coalesce(r.author, '')
+                           AND o.text_hash = r.text_hash
+                           AND o.event_key IS r.event_key AND o.id <> r.id
+                           AND o.id NOT IN (SELECT value FROM json_each(?)))""",
+                    (scope, json.dumps(restoring), json.dumps(leaving)),
+                )
+            ]
+            if restoring
+            else []
+        )
+        if repeated:
+            raise refuse_duplicates(run_id, repeated)
         try:
             self._compare_and_set(conn, scope, inverse)
         except StateConflict as exc:
