@@ -33,6 +33,7 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 
 from mempp.filters import NO_FILTERS, Filters
+from mempp.store.verify import Check
 
 # Rows nearest before a record in thread order among which its predecessors are picked: the
 # most a write reads of its thread (ids and dates only; then the texts of those picked).
@@ -150,3 +151,22 @@ def pick_members(
         if len(chosen) == depth:
             break
     return chosen[::-1]
+
+
+def context_check(
+    stored: int, missing: int, context_encoder: object, store_encoder: list[object]
+) -> Check:
+    """``verify``'s verdict on the context index, from what each engine counts and reads: the
+    number of context rows, of unerased records without one, the encoder the contexts were
+    written by (``[name, dim]`` as stored, or None) and the store's own."""
+    name = "context index"
+    if stored and context_encoder != store_encoder:
+        return Check(name, False, "the contexts are another encoder's: run `mempp reembed`")
+    if missing:
+        return Check(
+            name,
+            False,
+            f"{missing} records have no context vector: run `mempp index enable context` "
+            "again to encode them",
+        )
+    return Check(name, True, f"{stored} context vectors, one per record")

@@ -21,13 +21,15 @@ from mempp.store.base import (
     RunInfo,
     StateChange,
     StateConflict,
+)
+from mempp.store.postgres.records import _INSERT, _as_float32, _RecordsMixin, _row_params
+from mempp.store.undo_rules import (
     check_undoable,
     inverse_change,
     refuse_duplicates,
     refuse_erased,
     undo_counts,
 )
-from mempp.store.postgres.records import _INSERT, _as_float32, _RecordsMixin, _row_params
 
 if TYPE_CHECKING:
     import psycopg

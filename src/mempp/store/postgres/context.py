@@ -25,6 +25,7 @@ from mempp.store.context import (
     DEFAULT_DEPTH,
     ContextSource,
     check_depth,
+    context_check,
     pick_members,
 )
 from mempp.store.filter_sql import filter_condition
@@ -85,7 +86,6 @@ def drop_contexts_of(conn: Any, scope: str, erased: Sequence[int]) -> None:
 
 def check(conn: Any) -> Check:
     """Every unerased record has a context of the store's encoder."""
-    name = "context index"
     missing = conn.execute(
         """SELECT count(*) FROM records r
            WHERE NOT EXISTS (SELECT 1 FROM redactions x WHERE x.record_id = r.id)
@@ -94,16 +94,7 @@ def check(conn: Any) -> Check:
     encoder = _meta(conn, "context_encoder")
     bound = [_meta(conn, "encoder"), int(_meta(conn, "dim") or 0)]
     stored = conn.execute("SELECT count(*) FROM record_context").fetchone()[0]
-    if stored and (encoder is None or json.loads(encoder) != bound):
-        return Check(name, False, "the contexts are another encoder's: run `mempp reembed`")
-    if missing:
-        return Check(
-            name,
-            False,
-            f"{missing} records have no context vector: run `mempp index enable context` "
-            "again to encode them",
-        )
-    return Check(name, True, f"{stored} context vectors, one per record")
+    return context_check(stored, missing, None if encoder is None else json.loads(encoder), bound)
 
 
 class _ContextMixin(_ReplicasMixin):

@@ -21,14 +21,16 @@ from mempp.store.base import (
     RunInfo,
     StateChange,
     StateConflict,
+)
+from mempp.store.sqlite.records import _RecordsMixin
+from mempp.store.sqlite.schema import _now
+from mempp.store.undo_rules import (
     check_undoable,
     inverse_change,
     refuse_duplicates,
     refuse_erased,
     undo_counts,
 )
-from mempp.store.sqlite.records import _RecordsMixin
-from mempp.store.sqlite.schema import _now
 
 _RUN_COLUMNS = (
     "id, scope, kind, dry_run, started_at, finished_at, settings, counts, undoes, undone_by"

@@ -28,6 +28,7 @@ from mempp.store.context import (
     DEFAULT_DEPTH,
     ContextSource,
     check_depth,
+    context_check,
     pick_members,
 )
 from mempp.store.filter_sql import filter_condition
@@ -97,7 +98,6 @@ def after_erasure(conn: sqlite3.Connection) -> None:
 
 def check(conn: sqlite3.Connection) -> Check:
     """Every unerased record has a context of the store's encoder."""
-    name = "context index"
     missing = conn.execute(
         """SELECT count(*) FROM records r
            WHERE r.id NOT IN (SELECT record_id FROM redactions)
@@ -109,16 +109,8 @@ def check(conn: sqlite3.Connection) -> Check:
                   (SELECT value FROM mempp_meta WHERE key = 'dim')"""
     ).fetchone()
     stored = conn.execute("SELECT count(*) FROM record_context").fetchone()[0]
-    if stored and (encoder is None or json.loads(encoder[0]) != [bound[0], int(bound[1])]):
-        return Check(name, False, "the contexts are another encoder's: run `mempp reembed`")
-    if missing:
-        return Check(
-            name,
-            False,
-            f"{missing} records have no context vector: run `mempp index enable context` "
-            "again to encode them",
-        )
-    return Check(name, True, f"{stored} context vectors, one per record")
+    written_by = None if encoder is None else json.loads(encoder[0])
+    return context_check(stored, missing, written_by, [bound[0], int(bound[1])])
 
 
 class _ContextMixin(_SQLiteBase):
