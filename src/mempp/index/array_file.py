@@ -36,7 +36,7 @@ import threading
 import zlib
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -175,6 +175,30 @@ def read(
     except (OSError, KeyError, TypeError, UnicodeDecodeError, json.JSONDecodeError) as error:
         raise ValueError(f"{path}: not a readable array file ({error})") from None
     return meta, arrays
+
+
+_Built = TypeVar("_Built")
+
+
+def load_lazily(
+    path: str | os.PathLike[str],
+    build: Callable[[dict[str, Any], dict[str, np.ndarray]], _Built],
+    what: str,
+) -> _Built:
+    """What ``build(meta, arrays)`` makes of a file mapped with ``lazy``: it runs on the
+    mapped arrays once their checksums matched, before their pages are handed back (one
+    pass over the file). ``ValueError`` naming the file, and ``what`` it is not, when the
+    file is unreadable or ``build`` finds its arrays inconsistent."""
+    built: list[_Built] = []
+
+    def check(meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> None:
+        try:
+            built.append(build(meta, arrays))
+        except (KeyError, TypeError, ValueError, UnicodeDecodeError) as error:
+            raise ValueError(f"not {what} ({error})") from None
+
+    read(path, mapped=True, lazy=True, check=check)
+    return built[0]
 
 
 def _view(view: mmap.mmap, dtype: np.dtype, shape: tuple[int, ...], offset: int) -> np.ndarray:

@@ -275,17 +275,7 @@ class Bm25Index:
             raise ValueError(f"{path}: not a BM25 index file ({error})") from None
         if magic != array_file.MAGIC:
             return cls._load_npz(path)
-        loaded: list[Bm25Index] = []
-
-        def check(meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> None:
-            # Run on the mapped arrays before their pages are handed back (one pass).
-            try:
-                loaded.append(cls._from_arrays(meta, arrays))
-            except (KeyError, TypeError, ValueError, UnicodeDecodeError) as error:
-                raise ValueError(f"not a BM25 index file ({error})") from None
-
-        array_file.read(path, mapped=True, lazy=True, check=check)
-        return loaded[0]
+        return array_file.load_lazily(path, cls._from_arrays, "a BM25 index file")
 
     @classmethod
     def _from_arrays(cls, meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> Bm25Index:

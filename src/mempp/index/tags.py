@@ -118,17 +118,7 @@ class TagPostings:
         """The postings ``save`` wrote, mapped (see the module's note); ``ValueError`` naming
         the file if it is missing, truncated, damaged, of another kind, or its arrays do not
         add up."""
-        loaded: list[TagPostings] = []
-
-        def check(meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> None:
-            # Run on the mapped arrays before their pages are handed back (one pass).
-            try:
-                loaded.append(cls._from_arrays(meta, arrays))
-            except (KeyError, TypeError, ValueError, UnicodeDecodeError) as error:
-                raise ValueError(f"not a tag postings file ({error})") from None
-
-        array_file.read(path, mapped=True, lazy=True, check=check)
-        return loaded[0]
+        return array_file.load_lazily(path, cls._from_arrays, "a tag postings file")
 
     @classmethod
     def _from_arrays(cls, meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> TagPostings:
