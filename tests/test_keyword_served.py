@@ -53,3 +53,4 @@ def test_http_search_needing_the_missing_index_is_a_422_naming_the_command(
         reply = httpx.post(f"{url}/v1/search", json=body, timeout=30)
     assert reply.status_code == 422, reply.text
     assert "mempp index enable keyword" in reply.text
+    assert str(tmp_path) not in reply.text  # the server's file path never reaches a client

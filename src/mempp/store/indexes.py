@@ -102,8 +102,8 @@ def require(settings: Settings, store: IndexedStore) -> None:
         if name not in enabled:
             index = OPTIONAL_INDEXES[name]
             raise IndexMissing(
-                f"{index.setting} > 0 needs the {name} index, which {store.location} has not "
-                f"enabled; run `mempp index enable {name}` (or Memory.enable_index({name!r}))",
+                f"{index.setting} > 0 needs the {name} index, which this store has not enabled; "
+                f"run `mempp index enable {name}` (or Memory.enable_index({name!r}))",
                 field=index.setting,
             )
 
