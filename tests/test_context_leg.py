@@ -23,7 +23,7 @@ from mempp import Memory
 from mempp.context import context_text
 from mempp.errors import InvalidInput
 from mempp.settings import preset
-from mempp.store.context import CONTEXT_WINDOW, ContextStore
+from mempp.store.context import CONTEXT_WINDOW, ContextRule, ContextStore
 from mempp.store.indexes import IndexMissing
 
 from conftest import KeywordEmbedder
@@ -135,9 +135,13 @@ def _ctx_leg(memory: Memory, question: str, settings: Any, **bound: Any) -> list
 
 
 @pytest.mark.parametrize("credit", ["self", "members"])
+@pytest.mark.parametrize(
+    "rule", [ContextRule("text", 2), ContextRule("sum", 2, decay=0.5)], ids=["text", "sum"]
+)
 def test_no_search_under_a_bound_is_moved_by_a_record_outside_it(
     engine_location: str,  # noqa: F811
     credit: str,
+    rule: ContextRule,
 ) -> None:
     embedder = KeywordEmbedder(KEYWORDS)
     settings = _settings(credit)
@@ -145,7 +149,7 @@ def test_no_search_under_a_bound_is_moved_by_a_record_outside_it(
         Memory(engine_location, scope="a", embedder=embedder) as full,
         Memory(full.store, scope="b", embedder=embedder) as other,
     ):
-        full.enable_context(2)
+        full.enable_context(rule=rule)
         marks: list[str] = []
         for batch in BATCHES:  # both tenants' rows interleaved, batch by batch
             marks += _write(full, [batch])
@@ -391,9 +395,9 @@ def test_dump_and_restore_carry_the_index_and_encode_it_again(
             assert "context" in report.indexes
             store = copy.store
             assert isinstance(store, ContextStore)
-            # The depth is the index's default, not the source's: a snapshot names the index
-            # only. Set it and the contexts are encoded again to match.
-            copy.enable_context(depth)
+            # The snapshot carries the index's rule (its depth too): made again by it.
+            assert store.context_depth() == depth
+            assert copy.enable_context(depth) == 0
             assert store.context_count()[0] == store.context_count()[1]
             assert [_shown(copy, q, _settings("members")) for q in QUESTIONS] == expected
             assert all(check.ok for check in copy.verify())

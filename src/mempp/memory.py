@@ -40,7 +40,7 @@ from mempp.search.row_facts import RowFacts
 from mempp.search.stages import stage
 from mempp.settings import Settings, preset
 from mempp.store import Store, open_store
-from mempp.store.context import context_store
+from mempp.store.context import ContextRule, context_store
 from mempp.store.indexes import require as require_indexes
 from mempp.store.verify import Check
 
@@ -237,17 +237,14 @@ class Memory:
                 assert bound is not None
                 raise mismatch(self._store.location, bound, embedder.name, embedder.dim)
             with stage(stages.WRITE, rows=len(fresh)):
-                stored = self._store.insert(self.scope, [docs[i] for i in fresh], vectors)
+                # With the context index on, the rows' contexts are written in the rows' own
+                # transaction (a crash takes both or neither): the sum rule's from the
+                # vectors, the text rule's encoded there by this encoder.
+                stored = self._store.insert(
+                    self.scope, [docs[i] for i in fresh], vectors, encode_context=embedder.embed
+                )
             for i, result in zip(fresh, stored, strict=True):
                 results[i] = result
-            contexts = context_store(self._store)
-            if contexts is not None:
-                # After the rows: a context reads only rows already stored (its own batch's
-                # earlier ones included). A failure here leaves rows without a context,
-                # which the next fill (enable_context, verify's count) finds.
-                written = [r.id for r in stored if r.id is not None]
-                with stage(stages.CONTEXT_WRITE, rows=len(written)):
-                    fill_contexts(contexts, embedder, written)
         return [r for r in results if r is not None]
 
     # -- read path --------------------------------------------------------------------
@@ -514,19 +511,21 @@ class Memory:
             self._encoder_bound = True
         contexts = context_store(self._store)
         if contexts is not None and contexts.context_encoder() != (embedder.name, embedder.dim):
-            depth = contexts.context_depth()
-            self._store.disable_index("context")  # the old encoder's contexts: encoded again
-            enable_contexts(contexts, embedder, depth)
+            rule = contexts.context_rule()
+            self._store.disable_index("context")  # the old encoder's contexts: made again
+            enable_contexts(contexts, embedder, rule=rule)
         return report
 
-    def enable_context(self, depth: int | None = None) -> int:
+    def enable_context(self, depth: int | None = None, rule: ContextRule | None = None) -> int:
         """Enable the optional index ``context``: each record gets a second vector over itself
-        read after its ``depth`` predecessors in its thread (``mempp.store.context`` says
-        which; default 2, or the depth it had), encoded now for the records stored and on
-        every later write (one more encoding a record). Searches read it under settings with
-        ``w_ctx > 0``. Returns how many contexts were encoded; another depth than before
-        encodes them all again. ``disable_index("context")`` drops it."""
-        return enable_contexts(self._store, self.embedder, depth)
+        and its ``depth`` predecessors in its thread (``mempp.store.context`` says which;
+        default 2, or the depth it had), made by ``rule`` (``ContextRule``: the text rule
+        encodes the texts, the sum rule adds the stored vectors; default: the rule it had,
+        else the text rule), now for the records stored and on every later write. Searches
+        read it under settings with ``w_ctx > 0``. Returns how many contexts were made;
+        another rule than before makes them all again. ``disable_index("context")`` drops
+        it."""
+        return enable_contexts(self._store, self.embedder, depth, rule)
 
     # -- snapshots (mempp.transfer.dump, mempp.transfer.restore) ---------------------------
     def dump(

@@ -26,7 +26,7 @@ log = logging.getLogger(__name__)
 # The read path's stage names, as metrics and spans carry them.
 ENCODE, LEXICAL, TAG, VECTOR, DATED = "query_encoding", "lexical", "tag", "vector", "date"
 KEYWORD = "keyword"
-CONTEXT, CONTEXT_WRITE = "context", "context_write"
+CONTEXT = "context"
 FUSION, RECORDS, EVIDENCE, WRITE = "fusion", "records", "evidence", "write"
 # The look-up of the rows the legs that need no vector found, while the question is encoded.
 LOOK_AHEAD = "look_ahead"

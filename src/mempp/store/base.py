@@ -86,8 +86,19 @@ class Store(IndexedStore, Protocol):
         another date is a new record.)"""
         ...
 
-    def insert(self, scope: str, docs: Sequence[Document], vectors: np.ndarray) -> list[AddResult]:
+    def insert(
+        self,
+        scope: str,
+        docs: Sequence[Document],
+        vectors: np.ndarray,
+        *,
+        encode_context: Callable[[list[str]], np.ndarray] | None = None,
+    ) -> list[AddResult]:
         """Store documents (``vectors[i]`` belongs to ``docs[i]``) in ONE transaction.
+
+        With the context index enabled, the rows' contexts are written in that transaction
+        too (``mempp.store.context``): the sum rule's from the vectors, the text rule's by
+        ``encode_context`` (an encoder's ``embed``; without it they wait for the next fill).
 
         Duplicates are checked again inside the transaction, against the store and against
         earlier documents of the same batch, so concurrent writers never store one twice; each

@@ -26,7 +26,8 @@ between a record and them in thread order, when it reads fewer of them (never ot
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+import json
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
@@ -43,17 +44,110 @@ MAX_DEPTH = 8
 # Predecessors read when the index is enabled without a depth (chosen on the development
 # halves; docs/retrieval.md, "The context leg").
 DEFAULT_DEPTH = 2
+# How a context vector is made from its records (``ContextRule.kind``).
+RULE_KINDS = ("text", "sum")
+# The text rule: characters of each predecessor read (a long predecessor's first part says
+# what it is about, and the record itself must stay inside the encoder's word pieces).
+DEFAULT_CHARS = 400
+MAX_CHARS = 4000
+
+
+@dataclass(frozen=True, slots=True)
+class ContextRule:
+    """How each context is made, a setting of the index (``mempp_meta``: ``context_depth``
+    and ``context_rule``; a dump carries both and a restore rebuilds the same contexts).
+
+    ``depth`` predecessors are read (picked by ``pick_members``). ``kind`` says what of them:
+    ``"text"`` encodes the predecessors' texts, ``chars`` characters of each, oldest first,
+    then the record's own text (one more encoding a record); ``"sum"`` encodes nothing: the
+    context is the normalised weighted sum of the stored vectors of the record (weight 1)
+    and its predecessors (the k-th before it weighs ``decay ** k``), so it is computed in the
+    record's own write transaction from vectors already at hand.
+    """
+
+    kind: str = "text"
+    depth: int = DEFAULT_DEPTH
+    chars: int = DEFAULT_CHARS
+    decay: float = 1.0
+
+    def __post_init__(self) -> None:
+        from mempp.errors import InvalidInput
+
+        if self.kind not in RULE_KINDS:
+            raise InvalidInput(
+                f"must be one of {', '.join(RULE_KINDS)}, got {self.kind!r}", field="kind"
+            )
+        check_depth(self.depth)
+        if not isinstance(self.chars, int) or isinstance(self.chars, bool):
+            raise InvalidInput(f"must be an integer, got {self.chars!r}", field="chars")
+        if not 1 <= self.chars <= MAX_CHARS:
+            raise InvalidInput(f"must be from 1 to {MAX_CHARS}, got {self.chars}", field="chars")
+        decay = self.decay
+        if isinstance(decay, bool) or not isinstance(decay, int | float) or not 0 < decay <= 1:
+            raise InvalidInput(f"must be a number in (0, 1], got {decay!r}", field="decay")
+        object.__setattr__(self, "decay", float(decay))
+
+    def to_meta(self) -> str:
+        """The ``context_rule`` meta value (the depth has its own key)."""
+        if self.kind == "text":
+            return json.dumps({"kind": "text", "chars": self.chars})
+        return json.dumps({"kind": "sum", "decay": self.decay})
+
+    @classmethod
+    def from_meta(cls, depth: str | None, rule: str | None) -> ContextRule:
+        """The rule the meta values name; a store written before the rule was a setting
+        holds no ``context_rule``: its contexts are the text rule's at 400 characters."""
+        from mempp.errors import InvalidInput
+
+        fields: dict[str, object] = {}
+        if rule is not None:
+            try:
+                loaded = json.loads(rule)
+            except ValueError:
+                loaded = None
+            if not isinstance(loaded, dict) or set(loaded) - {"kind", "chars", "decay"}:
+                raise InvalidInput(f"not a context rule: {rule!r}", field="context_rule")
+            fields = loaded
+        return cls(depth=DEFAULT_DEPTH if depth is None else int(depth), **fields)  # type: ignore[arg-type]
+
+    def to_dict(self) -> dict[str, object]:
+        """The rule as a dump's header names it (``from_dict`` reads it back)."""
+        return {"depth": self.depth, **json.loads(self.to_meta())}
+
+    @classmethod
+    def from_dict(cls, value: object) -> ContextRule:
+        from mempp.errors import InvalidInput
+
+        if not isinstance(value, dict) or set(value) - {"kind", "depth", "chars", "decay"}:
+            raise InvalidInput(f"not a context rule: {value!r}", field="context_rule")
+        return cls(**value)
+
+    def describe(self) -> str:
+        if self.kind == "text":
+            return f"text, depth {self.depth}, {self.chars} characters a predecessor"
+        return f"sum of stored vectors, depth {self.depth}, decay {self.decay:g}"
+
+    def combine(self, vectors: np.ndarray) -> np.ndarray:
+        """The sum rule's context of one record from its stored vectors: predecessors
+        oldest first, the record last (float32, unit length; zero if they cancel)."""
+        rows = np.asarray(vectors, dtype=np.float32)
+        back = np.arange(len(rows) - 1, -1, -1, dtype=np.float32)
+        summed = (np.float32(self.decay) ** back) @ rows
+        norm = float(np.linalg.norm(summed))
+        return (summed / norm if norm > 0 else summed).astype(np.float32)
 
 
 @dataclass(frozen=True, slots=True)
 class ContextSource:
     """What a record's context is made of: its predecessors' ids and texts, oldest first,
-    and the record's own text."""
+    and the record's own text; under the sum rule also the stored vectors of the
+    predecessors, oldest first, then the record's (``vectors``)."""
 
     record_id: int
     members: tuple[int, ...]
     member_texts: tuple[str, ...]
     text: str
+    vectors: np.ndarray | None = None
 
 
 @runtime_checkable
@@ -69,9 +163,13 @@ class ContextStore(Protocol):
         """The encoder the stored contexts were encoded with (None: none stored yet)."""
         ...
 
-    def set_context_depth(self, depth: int) -> None:
-        """Read ``depth`` predecessors from now on (another depth than before drops the
-        contexts stored, to be encoded again)."""
+    def context_rule(self) -> ContextRule | None:
+        """How the contexts are made, or None while the index is not enabled."""
+        ...
+
+    def set_context_rule(self, rule: ContextRule) -> None:
+        """Make contexts by ``rule`` from now on (another rule than before drops the contexts
+        stored, to be made again)."""
         ...
 
     def context_pending(self, after: int, limit: int) -> list[int]:
@@ -113,6 +211,40 @@ class ContextStore(Protocol):
     def context_count(self) -> tuple[int, int]:
         """(contexts stored, unerased records): verify's check."""
         ...
+
+
+#: Encodes texts into unit vectors (an encoder's ``embed``): what the text rule needs.
+Encode = Callable[[list[str]], np.ndarray]
+
+
+def context_text(source: ContextSource, chars: int = DEFAULT_CHARS) -> str:
+    """The text a record's context vector encodes under the text rule."""
+    parts = [text[:chars] for text in source.member_texts]
+    return "\n".join([*parts, source.text])
+
+
+def make_vectors(
+    rule: ContextRule, sources: Sequence[ContextSource], encode: Encode | None, dim: int
+) -> np.ndarray | None:
+    """The context vectors of ``sources`` by ``rule``, one row each (zero for a record with no
+    predecessor: its context is itself, which its own vector already is, so the leg leaves
+    it to the vector leg and a store of unthreaded documents pays nothing). The text rule
+    encodes with ``encode`` (None without one: nothing can be made); the sum rule reads only
+    the sources' stored vectors."""
+    vectors = np.zeros((len(sources), dim), dtype=np.float32)
+    threaded = [i for i, source in enumerate(sources) if source.members]
+    if not threaded:
+        return vectors
+    if rule.kind == "sum":
+        for i in threaded:
+            stored = sources[i].vectors
+            assert stored is not None, "the store reads the vectors under the sum rule"
+            vectors[i] = rule.combine(stored)
+        return vectors
+    if encode is None:
+        return None
+    vectors[threaded] = encode([context_text(sources[i], rule.chars) for i in threaded])
+    return vectors
 
 
 def context_store(store: object) -> ContextStore | None:

@@ -6,7 +6,9 @@ at a time, from one consistent view: see ``SnapshotStore.snapshot``):
 * line 1, the header: ``{"format": "mempp-dump", "version": 1, "encoder": {"name", "dim"}
   or null, "scopes": [...] or null (every scope), "vectors": true/false, "mempp": version,
   "engine": the source engine, "created_at": ..., "indexes": the optional indexes the store
-  has enabled (mempp.store.indexes), which a restore builds again}``;
+  has enabled (mempp.store.indexes), which a restore builds again, "context_rule": how the
+  context index makes its contexts (``mempp.store.context.ContextRule.to_dict``; null
+  without it), which a restore makes them by}``;
 * then one line per row, ``{"row": "record" | "run" | "group" | "change" | "redaction" |
   "triple" | "extraction" | "key", ...}`` with the fields ``SnapshotStore`` names, kind by
   kind (records first); a record's ``vector`` is its float32 embedding, little-endian, in
@@ -93,6 +95,15 @@ def encode_row(kind: str, fields: dict[str, Any]) -> dict[str, Any]:
     return line
 
 
+def _context_rule(store: object) -> dict[str, object] | None:
+    """How the contexts are made, when the context index is enabled: a restore makes them by
+    the same rule, so the copy searches like the source."""
+    from mempp.store.context import ContextStore
+
+    rule = store.context_rule() if isinstance(store, ContextStore) else None
+    return None if rule is None else rule.to_dict()
+
+
 def write_dump(
     store: Store,
     out: TextIO,
@@ -118,6 +129,7 @@ def write_dump(
             "scopes": None if scopes is None else sorted(set(scopes)),
             "vectors": vectors,
             "indexes": list(store.indexes()),
+            "context_rule": _context_rule(store),
         }
     )
     report = DumpReport()

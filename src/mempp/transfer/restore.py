@@ -28,6 +28,7 @@ from mempp.dates import parse_event_date
 from mempp.encoders import Embedder
 from mempp.errors import EncoderMismatch, InvalidDate, InvalidInput, MemppError, StoreError
 from mempp.store.base import SNAPSHOT_KINDS, SnapshotStore, Store
+from mempp.store.context import ContextRule, ContextStore
 from mempp.store.indexes import OPTIONAL_INDEXES
 from mempp.transfer.dump import FORMAT, VERSION, chain_digest
 
@@ -135,6 +136,9 @@ class Header:
     vectors: bool
     # The optional indexes the source had enabled (none in a snapshot from before them).
     indexes: tuple[str, ...] = ()
+    # How the source made its contexts (None: no context index, or a snapshot from before
+    # the rule was carried, whose contexts were the text rule's at depth 2).
+    context_rule: ContextRule | None = None
 
 
 @dataclass
@@ -246,7 +250,14 @@ def _header(shown: str, value: dict[str, Any]) -> Header:
             f"{where}: the header names optional indexes this mempp does not know "
             f"({', '.join(unknown)}); upgrade mempp to restore it"
         )
-    return Header(version, bound, scopes, value["vectors"], tuple(sorted(set(indexes))))
+    rule = value.get("context_rule")
+    try:
+        context_rule = None if rule is None else ContextRule.from_dict(rule)
+    except InvalidInput as exc:
+        raise SnapshotError(f"{where}: the header's context_rule: {exc}") from None
+    return Header(
+        version, bound, scopes, value["vectors"], tuple(sorted(set(indexes))), context_rule
+    )
 
 
 def check(path: str) -> tuple[Header, dict[str, int], list[str]]:
@@ -503,6 +514,9 @@ def restore_dump(store: Store, path: str, *, embedder: Embedder | None = None) -
     # Derived from the rows just written, so built after them (each in its own transaction).
     for name in header.indexes:
         try:
+            if name == "context" and header.context_rule is not None:
+                assert isinstance(store, ContextStore)
+                store.set_context_rule(header.context_rule)
             store.enable_index(name)
         except MemppError as exc:
             raise StoreError(

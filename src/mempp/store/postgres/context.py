@@ -23,13 +23,16 @@ from mempp.index.vectors import UNDATED, ExactVectorIndex
 from mempp.store.context import (
     CONTEXT_WINDOW,
     DEFAULT_DEPTH,
+    ContextRule,
     ContextSource,
-    check_depth,
+    Encode,
     context_check,
+    make_vectors,
     pick_members,
 )
 from mempp.store.filter_sql import filter_condition
 from mempp.store.indexes import meta_key
+from mempp.store.postgres.records import _as_float32
 from mempp.store.postgres.replica_reads import _ReplicasMixin
 from mempp.store.verify import Check
 
@@ -44,7 +47,7 @@ CREATE = (
 DROP = (
     "DROP TABLE record_context",
     """DELETE FROM mempp_meta
-       WHERE key IN ('context_depth', 'context_encoder', 'context_epoch')""",
+       WHERE key IN ('context_depth', 'context_rule', 'context_encoder', 'context_epoch')""",
 )
 _EPOCH = "context_epoch"
 
@@ -97,6 +100,131 @@ def check(conn: Any) -> Check:
     return context_check(stored, missing, None if encoder is None else json.loads(encoder), bound)
 
 
+def rule_of(conn: Any) -> ContextRule | None:
+    """The context rule as this transaction sees it (None while the index is off)."""
+    rows = dict(
+        conn.execute(
+            """SELECT key, value FROM mempp_meta
+               WHERE key IN (%s, 'context_depth', 'context_rule')""",
+            (meta_key("context"),),
+        ).fetchall()
+    )
+    if meta_key("context") not in rows:
+        return None
+    return ContextRule.from_meta(rows.get("context_depth"), rows.get("context_rule"))
+
+
+def sources(conn: Any, ids: Collection[int], rule: ContextRule) -> list[ContextSource]:
+    """The sources of the contexts of ``ids`` by the rule (``mempp.store.context``), as this
+    transaction sees the rows (inside a write, its own batch's rows included)."""
+    found = []
+    records = conn.execute(
+        """SELECT id, scope, thread, event_key, ingested_key, text FROM records r
+           WHERE id = ANY(%s::bigint[])
+             AND NOT EXISTS (SELECT 1 FROM redactions x WHERE x.record_id = r.id)
+           ORDER BY id""",
+        (sorted({int(i) for i in ids}),),
+    ).fetchall()
+    for row_id, scope, thread, event_key, ingested_key, text in records:
+        window = []
+        if thread is not None:
+            window = conn.execute(
+                """SELECT id, event_key, ingested_key FROM records
+                   WHERE scope = %(scope)s AND thread = %(thread)s
+                     AND coalesce(event_key, ingested_key) <= %(place)s
+                   ORDER BY coalesce(event_key, ingested_key) DESC, id DESC
+                   LIMIT %(window)s""",
+                {
+                    "scope": scope,
+                    "thread": thread,
+                    "place": ingested_key if event_key is None else event_key,
+                    "window": CONTEXT_WINDOW,
+                },
+            ).fetchall()
+        picked = pick_members((row_id, event_key, ingested_key), window, rule.depth)
+        texts = dict(
+            conn.execute(
+                "SELECT id, text FROM records WHERE id = ANY(%s::bigint[])", (picked,)
+            ).fetchall()
+        )
+        vectors = None
+        if picked and rule.kind == "sum":
+            # Binary results: pgvector's binary loader copies the floats.
+            with conn.cursor(binary=True) as cursor:
+                stored = dict(
+                    cursor.execute(
+                        "SELECT id, embedding FROM records WHERE id = ANY(%s::bigint[])",
+                        ([*picked, row_id],),
+                    ).fetchall()
+                )
+            vectors = np.stack([_as_float32(stored[m]) for m in [*picked, row_id]])
+        found.append(
+            ContextSource(row_id, tuple(picked), tuple(texts[m] for m in picked), text, vectors)
+        )
+    return found
+
+
+def write_rows(
+    conn: Any, encoder: tuple[str, int], sources: Sequence[ContextSource], vectors: np.ndarray
+) -> None:
+    """Inside a write transaction: store the contexts of ``sources`` (a row erased since its
+    source was read stays out)."""
+    vectors = np.asarray(vectors, dtype="<f4").reshape(len(sources), encoder[1])
+    named = json.dumps([encoder[0], encoder[1]])
+    conn.execute("LOCK TABLE record_context IN EXCLUSIVE MODE")
+    bound = _meta(conn, "context_encoder")
+    if bound is not None and bound != named:
+        conn.execute("DELETE FROM record_context")
+    conn.execute(
+        """INSERT INTO mempp_meta (key, value) VALUES ('context_encoder', %s)
+           ON CONFLICT (key) DO UPDATE SET value = excluded.value""",
+        (named,),
+    )
+    newest = conn.execute("SELECT max(record_id) FROM record_context").fetchone()[0]
+    wanted = [s.record_id for s in sources] + [m for s in sources for m in s.members]
+    erased = {
+        row[0]
+        for row in conn.execute(
+            "SELECT record_id FROM redactions WHERE record_id = ANY(%s::bigint[])", (wanted,)
+        )
+    }
+    rows = [
+        (s.record_id, list(s.members), vector.tobytes() if s.members else b"")
+        for s, vector in zip(sources, vectors, strict=True)
+        if s.record_id not in erased and not erased.intersection(s.members)
+    ]
+    with conn.cursor() as cursor:
+        cursor.executemany(
+            """INSERT INTO record_context (record_id, members, embedding)
+               VALUES (%s, %s, %s)
+               ON CONFLICT (record_id) DO UPDATE
+               SET members = excluded.members, embedding = excluded.embedding""",
+            rows,
+        )
+    if (bound is not None and bound != named) or (
+        newest is not None and rows and min(r[0] for r in rows) <= newest
+    ):
+        _bump(conn)
+
+
+def write_with_records(conn: Any, ids: Sequence[int], encode: Encode | None) -> None:
+    """Inside the transaction that wrote the records ``ids``: their contexts, so a record is
+    never stored without one (a crash takes both or neither). The sum rule needs only the
+    stored vectors; the text rule encodes with ``encode`` here (None: the contexts are left
+    to the next ``mempp.context.fill``, which verify's count asks for)."""
+    rule = rule_of(conn)
+    if rule is None or not ids or not _has_table(conn):
+        return
+    name, dim = conn.execute(
+        """SELECT (SELECT value FROM mempp_meta WHERE key = 'encoder'),
+                  (SELECT value FROM mempp_meta WHERE key = 'dim')"""
+    ).fetchone()
+    found = sources(conn, ids, rule)
+    vectors = make_vectors(rule, found, encode, int(dim))
+    if vectors is not None and found:
+        write_rows(conn, (str(name), int(dim)), found, vectors)
+
+
 class _ContextMixin(_ReplicasMixin):
     """The context index: its switch, its rows, its leg."""
 
@@ -104,12 +232,16 @@ class _ContextMixin(_ReplicasMixin):
     _ctx_seen: str = ""
     _ctx_lock = threading.Lock()
 
+    def _write_contexts(self, conn: Any, ids: Sequence[int], encode: Encode | None) -> None:
+        write_with_records(conn, ids, encode)
+
     def context_depth(self) -> int | None:
+        rule = self.context_rule()
+        return None if rule is None else rule.depth
+
+    def context_rule(self) -> ContextRule | None:
         with self._connection() as conn:
-            if _meta(conn, meta_key("context")) is None:
-                return None
-            value = _meta(conn, "context_depth")
-        return DEFAULT_DEPTH if value is None else int(value)
+            return rule_of(conn)
 
     def context_encoder(self) -> tuple[str, int] | None:
         with self._connection() as conn:
@@ -119,19 +251,21 @@ class _ContextMixin(_ReplicasMixin):
         name, dim = json.loads(value)
         return str(name), int(dim)
 
-    def set_context_depth(self, depth: int) -> None:
-        depth = check_depth(depth)
+    def set_context_rule(self, rule: ContextRule) -> None:
         with self._connection() as conn:
             conn.execute("LOCK TABLE mempp_meta IN EXCLUSIVE MODE")
-            before = _meta(conn, "context_depth")
-            if before is not None and int(before) != depth and _has_table(conn):
-                conn.execute("DELETE FROM record_context")  # to be encoded again
-                _bump(conn)
-            conn.execute(
-                """INSERT INTO mempp_meta (key, value) VALUES ('context_depth', %s)
-                   ON CONFLICT (key) DO UPDATE SET value = excluded.value""",
-                (str(depth),),
+            before = ContextRule.from_meta(
+                _meta(conn, "context_depth"), _meta(conn, "context_rule")
             )
+            if before != rule and _has_table(conn):
+                conn.execute("DELETE FROM record_context")  # to be made again
+                _bump(conn)
+            with conn.cursor() as cursor:
+                cursor.executemany(
+                    """INSERT INTO mempp_meta (key, value) VALUES (%s, %s)
+                       ON CONFLICT (key) DO UPDATE SET value = excluded.value""",
+                    [("context_depth", str(rule.depth)), ("context_rule", rule.to_meta())],
+                )
         self._ctx_index = None
 
     def context_pending(self, after: int, limit: int) -> list[int]:
@@ -149,93 +283,21 @@ class _ContextMixin(_ReplicasMixin):
         return [row[0] for row in rows]
 
     def context_sources(self, ids: Collection[int]) -> list[ContextSource]:
-        depth = self.context_depth()
-        if depth is None or not ids:
-            return []
-        sources = []
         with self._connection() as conn:
-            records = conn.execute(
-                """SELECT id, scope, thread, event_key, ingested_key, text FROM records r
-                   WHERE id = ANY(%s::bigint[])
-                     AND NOT EXISTS (SELECT 1 FROM redactions x WHERE x.record_id = r.id)
-                   ORDER BY id""",
-                (sorted({int(i) for i in ids}),),
-            ).fetchall()
-            for row_id, scope, thread, event_key, ingested_key, text in records:
-                window = []
-                if thread is not None:
-                    window = conn.execute(
-                        """SELECT id, event_key, ingested_key FROM records
-                           WHERE scope = %(scope)s AND thread = %(thread)s
-                             AND coalesce(event_key, ingested_key) <= %(place)s
-                           ORDER BY coalesce(event_key, ingested_key) DESC, id DESC
-                           LIMIT %(window)s""",
-                        {
-                            "scope": scope,
-                            "thread": thread,
-                            "place": ingested_key if event_key is None else event_key,
-                            "window": CONTEXT_WINDOW,
-                        },
-                    ).fetchall()
-                picked = pick_members((row_id, event_key, ingested_key), window, depth)
-                texts = dict(
-                    conn.execute(
-                        "SELECT id, text FROM records WHERE id = ANY(%s::bigint[])", (picked,)
-                    ).fetchall()
-                )
-                chosen = [(m, texts[m]) for m in picked]
-                sources.append(
-                    ContextSource(
-                        row_id, tuple(m for m, _ in chosen), tuple(t for _, t in chosen), text
-                    )
-                )
-        return sources
+            rule = rule_of(conn)
+            if rule is None or not ids:
+                return []
+            return sources(conn, ids, rule)
 
     def store_contexts(
         self, encoder: tuple[str, int], sources: Sequence[ContextSource], vectors: np.ndarray
     ) -> None:
         if not sources:
             return
-        vectors = np.asarray(vectors, dtype="<f4").reshape(len(sources), encoder[1])
-        named = json.dumps([encoder[0], encoder[1]])
         with self._connection() as conn:
             if not _has_table(conn):
                 raise StoreError(f"{self.location}: the context index is off")
-            conn.execute("LOCK TABLE record_context IN EXCLUSIVE MODE")
-            bound = _meta(conn, "context_encoder")
-            if bound is not None and bound != named:
-                conn.execute("DELETE FROM record_context")
-            conn.execute(
-                """INSERT INTO mempp_meta (key, value) VALUES ('context_encoder', %s)
-                   ON CONFLICT (key) DO UPDATE SET value = excluded.value""",
-                (named,),
-            )
-            newest = conn.execute("SELECT max(record_id) FROM record_context").fetchone()[0]
-            wanted = [s.record_id for s in sources] + [m for s in sources for m in s.members]
-            erased = {
-                row[0]
-                for row in conn.execute(
-                    "SELECT record_id FROM redactions WHERE record_id = ANY(%s::bigint[])",
-                    (wanted,),
-                )
-            }
-            rows = [
-                (s.record_id, list(s.members), vector.tobytes() if s.members else b"")
-                for s, vector in zip(sources, vectors, strict=True)
-                if s.record_id not in erased and not erased.intersection(s.members)
-            ]
-            with conn.cursor() as cursor:
-                cursor.executemany(
-                    """INSERT INTO record_context (record_id, members, embedding)
-                       VALUES (%s, %s, %s)
-                       ON CONFLICT (record_id) DO UPDATE
-                       SET members = excluded.members, embedding = excluded.embedding""",
-                    rows,
-                )
-            if (bound is not None and bound != named) or (
-                newest is not None and rows and min(r[0] for r in rows) <= newest
-            ):
-                _bump(conn)
+            write_rows(conn, encoder, sources, vectors)
 
     def context_members(self, ids: Collection[int]) -> dict[int, tuple[int, ...]]:
         if not ids:

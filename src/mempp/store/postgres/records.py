@@ -18,6 +18,7 @@ from mempp.index.analysis import terms_of
 from mempp.records import AddResult, Document, Record, State, text_hash
 from mempp.store.base import STATE_COUNT_KEYS, dedupe_date
 from mempp.store.base import UNDATED_DEDUPE_KEY as UNDATED
+from mempp.store.context import Encode
 from mempp.store.postgres.bulk import (
     BULK_MIN_ROWS,
     duplicate_ids,
@@ -215,7 +216,14 @@ class _RecordsMixin(_PostgresBase):
         with self._connection() as conn:
             return duplicate_ids(conn, scope, docs)
 
-    def insert(self, scope: str, docs: Sequence[Document], vectors: np.ndarray) -> list[AddResult]:
+    def insert(
+        self,
+        scope: str,
+        docs: Sequence[Document],
+        vectors: np.ndarray,
+        *,
+        encode_context: Encode | None = None,
+    ) -> list[AddResult]:
         if len(docs) != len(vectors):
             raise ValueError("one vector per document is required")
         if not docs:
@@ -225,7 +233,10 @@ class _RecordsMixin(_PostgresBase):
         if len(docs) >= BULK_MIN_ROWS:  # same outcome, one COPY (mempp.store.postgres.bulk)
             with self._connection() as conn:
                 self._lock_scope(conn, scope)
-                return insert_by_copy(conn, scope, docs, vectors, ingested_at, ingested_key)
+                copied = insert_by_copy(conn, scope, docs, vectors, ingested_at, ingested_key)
+                written = [r.id for r in copied if r.id is not None]
+                self._write_contexts(conn, written, encode_context)
+                return copied
         params = [
             _row_params(scope, doc, vector, doc.tag_labels(), ingested_at, ingested_key, terms)
             for doc, vector, terms in zip(
@@ -245,6 +256,7 @@ class _RecordsMixin(_PostgresBase):
             skipped = [i for i, row_id in enumerate(stored) if row_id is None]
             # In the same transaction, so a repeat of a row this batch wrote finds that row.
             repeated = duplicate_ids(conn, scope, [docs[i] for i in skipped]) if skipped else []
+            self._write_contexts(conn, [i for i in stored if i is not None], encode_context)
         lookup = dict(zip(skipped, repeated, strict=True))
         return [
             AddResult(row_id) if row_id is not None else AddResult(None, "duplicate", lookup[i])

@@ -421,6 +421,10 @@ MIGRATIONS: tuple[Migration, ...] = (
 class _PostgresBase:
     """A pool of connections to one database, and the state every mixin shares."""
 
+    def _write_contexts(self, conn: Any, ids: Sequence[int], encode: Any) -> None:
+        """Inside a records write's transaction, after its rows: the context index's part
+        (``mempp.store.postgres.context`` overrides this; nothing without that index)."""
+
     def __init__(self, url: str) -> None:
         psycopg, psycopg_pool, pgvector_psycopg = _import_driver()
         prepare_threshold = prepare_threshold_from_env()  # a bad value fails before connecting

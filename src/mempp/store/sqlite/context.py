@@ -26,9 +26,11 @@ from mempp.index.vectors import ExactVectorIndex
 from mempp.store.context import (
     CONTEXT_WINDOW,
     DEFAULT_DEPTH,
+    ContextRule,
     ContextSource,
-    check_depth,
+    Encode,
     context_check,
+    make_vectors,
     pick_members,
 )
 from mempp.store.filter_sql import filter_condition
@@ -47,7 +49,7 @@ CREATE = (
 DROP = (
     "DROP TABLE record_context",
     """DELETE FROM mempp_meta
-       WHERE key IN ('context_depth', 'context_encoder', 'context_epoch')""",
+       WHERE key IN ('context_depth', 'context_rule', 'context_encoder', 'context_epoch')""",
 )
 # Bumped whenever a context row goes or an older one is written: the in-RAM copy reloads.
 _EPOCH = "context_epoch"
@@ -113,6 +115,130 @@ def check(conn: sqlite3.Connection) -> Check:
     return context_check(stored, missing, written_by, [bound[0], int(bound[1])])
 
 
+def rule_of(conn: sqlite3.Connection) -> ContextRule | None:
+    """The context rule as this connection sees it (None while the index is off)."""
+    rows = dict(
+        conn.execute(
+            """SELECT key, value FROM mempp_meta
+               WHERE key IN (?, 'context_depth', 'context_rule')""",
+            (meta_key("context"),),
+        ).fetchall()
+    )
+    if meta_key("context") not in rows:
+        return None
+    return ContextRule.from_meta(rows.get("context_depth"), rows.get("context_rule"))
+
+
+def sources(
+    conn: sqlite3.Connection, ids: Collection[int], rule: ContextRule
+) -> list[ContextSource]:
+    """The sources of the contexts of ``ids`` by the rule (``mempp.store.context``), as this
+    connection sees the rows (inside a write, its own batch's rows included)."""
+    found = []
+    records = conn.execute(
+        """SELECT id, scope, thread, event_key, ingested_key, text FROM records
+           WHERE id IN (SELECT value FROM json_each(?))
+             AND id NOT IN (SELECT record_id FROM redactions) ORDER BY id""",
+        (json.dumps(sorted({int(i) for i in ids})),),
+    ).fetchall()
+    for row_id, scope, thread, event_key, ingested_key, text in records:
+        window = []
+        if thread is not None:
+            # One walk of records_thread back from the row's place: at most CONTEXT_WINDOW
+            # entries, however long the thread.
+            window = conn.execute(
+                """SELECT id, event_key, ingested_key
+                   FROM records INDEXED BY records_thread
+                   WHERE scope = :scope AND thread = :thread
+                     AND coalesce(event_key, ingested_key) <= :place
+                   ORDER BY coalesce(event_key, ingested_key) DESC, id DESC
+                   LIMIT :window""",
+                {
+                    "scope": scope,
+                    "thread": thread,
+                    "place": ingested_key if event_key is None else event_key,
+                    "window": CONTEXT_WINDOW,
+                },
+            ).fetchall()
+        picked = pick_members((row_id, event_key, ingested_key), window, rule.depth)
+        read = {
+            row[0]: row[1:]
+            for row in conn.execute(
+                f"""SELECT id, text{", embedding" if rule.kind == "sum" else ""} FROM records
+                    WHERE id IN (SELECT value FROM json_each(?))""",
+                (json.dumps([*picked, row_id] if picked and rule.kind == "sum" else picked),),
+            ).fetchall()
+        }
+        vectors = None
+        if picked and rule.kind == "sum":
+            blobs = b"".join(read[m][1] for m in [*picked, row_id])
+            vectors = np.frombuffer(blobs, dtype="<f4").reshape(len(picked) + 1, -1)
+        found.append(
+            ContextSource(row_id, tuple(picked), tuple(read[m][0] for m in picked), text, vectors)
+        )
+    return found
+
+
+def write_rows(
+    conn: sqlite3.Connection,
+    encoder: tuple[str, int],
+    sources: Sequence[ContextSource],
+    vectors: np.ndarray,
+) -> None:
+    """Inside a write transaction: store the contexts of ``sources`` (a row erased since its
+    source was read stays out: the erasure's walk ran before this row existed)."""
+    vectors = np.asarray(vectors, dtype="<f4").reshape(len(sources), encoder[1])
+    bound = conn.execute("SELECT value FROM mempp_meta WHERE key = 'context_encoder'").fetchone()
+    named = json.dumps([encoder[0], encoder[1]])
+    if bound is not None and bound[0] != named:
+        conn.execute("DELETE FROM record_context")  # another encoder's contexts
+    conn.execute(
+        "INSERT OR REPLACE INTO mempp_meta (key, value) VALUES ('context_encoder', ?)", (named,)
+    )
+    newest = conn.execute("SELECT max(record_id) FROM record_context").fetchone()[0]
+    read = [s.record_id for s in sources] + [m for s in sources for m in s.members]
+    erased = {
+        row[0]
+        for row in conn.execute(
+            """SELECT record_id FROM redactions
+               WHERE record_id IN (SELECT value FROM json_each(?))""",
+            (json.dumps(read),),
+        )
+    }
+    rows = [
+        (s.record_id, json.dumps(list(s.members)), vector.tobytes() if s.members else b"")
+        for s, vector in zip(sources, vectors, strict=True)
+        if s.record_id not in erased and not erased.intersection(s.members)
+    ]
+    conn.executemany(
+        """INSERT OR REPLACE INTO record_context (record_id, members, embedding)
+           VALUES (?, ?, ?)""",
+        rows,
+    )
+    if (bound is not None and bound[0] != named) or (
+        newest is not None and rows and min(r[0] for r in rows) <= newest
+    ):
+        _bump(conn)
+
+
+def write_with_records(conn: sqlite3.Connection, ids: Sequence[int], encode: Encode | None) -> None:
+    """Inside the transaction that wrote the records ``ids``: their contexts, so a record is
+    never stored without one (a crash takes both or neither). The sum rule needs only the
+    stored vectors; the text rule encodes with ``encode`` here (None: the contexts are left
+    to the next ``mempp.context.fill``, which verify's count asks for)."""
+    rule = rule_of(conn)
+    if rule is None or not ids or not _has_table(conn):
+        return
+    name, dim = conn.execute(
+        """SELECT (SELECT value FROM mempp_meta WHERE key = 'encoder'),
+                  (SELECT value FROM mempp_meta WHERE key = 'dim')"""
+    ).fetchone()
+    found = sources(conn, ids, rule)
+    vectors = make_vectors(rule, found, encode, int(dim))
+    if vectors is not None and found:
+        write_rows(conn, (str(name), int(dim)), found, vectors)
+
+
 class _ContextMixin(_SQLiteBase):
     """The context index: its switch, its rows, its leg."""
 
@@ -123,12 +249,18 @@ class _ContextMixin(_SQLiteBase):
         row = self._conn.execute("SELECT value FROM mempp_meta WHERE key = ?", (key,)).fetchone()
         return None if row is None else str(row[0])
 
+    def _write_contexts(
+        self, conn: sqlite3.Connection, ids: Sequence[int], encode: Encode | None
+    ) -> None:
+        write_with_records(conn, ids, encode)
+
     def context_depth(self) -> int | None:
+        rule = self.context_rule()
+        return None if rule is None else rule.depth
+
+    def context_rule(self) -> ContextRule | None:
         with self._lock:
-            if self._meta(meta_key("context")) is None:
-                return None
-            value = self._meta("context_depth")
-        return DEFAULT_DEPTH if value is None else int(value)
+            return rule_of(self._conn)
 
     def context_encoder(self) -> tuple[str, int] | None:
         with self._lock:
@@ -138,18 +270,18 @@ class _ContextMixin(_SQLiteBase):
         name, dim = json.loads(value)
         return str(name), int(dim)
 
-    def set_context_depth(self, depth: int) -> None:
-        depth = check_depth(depth)
+    def set_context_rule(self, rule: ContextRule) -> None:
         with self._write() as conn:
             before = conn.execute(
-                "SELECT value FROM mempp_meta WHERE key = 'context_depth'"
+                """SELECT (SELECT value FROM mempp_meta WHERE key = 'context_depth'),
+                          (SELECT value FROM mempp_meta WHERE key = 'context_rule')"""
             ).fetchone()
-            if before is not None and int(before[0]) != depth and _has_table(conn):
-                conn.execute("DELETE FROM record_context")  # to be encoded again
+            if ContextRule.from_meta(*before) != rule and _has_table(conn):
+                conn.execute("DELETE FROM record_context")  # to be made again
                 _bump(conn)
-            conn.execute(
-                "INSERT OR REPLACE INTO mempp_meta (key, value) VALUES ('context_depth', ?)",
-                (str(depth),),
+            conn.executemany(
+                "INSERT OR REPLACE INTO mempp_meta (key, value) VALUES (?, ?)",
+                [("context_depth", str(rule.depth)), ("context_rule", rule.to_meta())],
             )
         self._ctx_index = None
 
@@ -167,105 +299,22 @@ class _ContextMixin(_SQLiteBase):
         return [row[0] for row in rows]
 
     def context_sources(self, ids: Collection[int]) -> list[ContextSource]:
-        depth = self.context_depth()
-        if depth is None or not ids:
-            return []
-        sources = []
         with self._lock:
-            records = self._conn.execute(
-                """SELECT id, scope, thread, event_key, ingested_key, text FROM records
-                   WHERE id IN (SELECT value FROM json_each(?))
-                     AND id NOT IN (SELECT record_id FROM redactions) ORDER BY id""",
-                (json.dumps(sorted({int(i) for i in ids})),),
-            ).fetchall()
-            for row_id, scope, thread, event_key, ingested_key, text in records:
-                window = []
-                if thread is not None:
-                    # One walk of records_thread back from the row's place: at most
-                    # CONTEXT_WINDOW entries, however long the thread.
-                    window = self._conn.execute(
-                        """SELECT id, event_key, ingested_key
-                           FROM records INDEXED BY records_thread
-                           WHERE scope = :scope AND thread = :thread
-                             AND coalesce(event_key, ingested_key) <= :place
-                           ORDER BY coalesce(event_key, ingested_key) DESC, id DESC
-                           LIMIT :window""",
-                        {
-                            "scope": scope,
-                            "thread": thread,
-                            "place": ingested_key if event_key is None else event_key,
-                            "window": CONTEXT_WINDOW,
-                        },
-                    ).fetchall()
-                picked = pick_members((row_id, event_key, ingested_key), window, depth)
-                texts = dict(
-                    self._conn.execute(
-                        """SELECT id, text FROM records
-                           WHERE id IN (SELECT value FROM json_each(?))""",
-                        (json.dumps(picked),),
-                    ).fetchall()
-                )
-                chosen = [(m, texts[m]) for m in picked]
-                sources.append(
-                    ContextSource(
-                        row_id,
-                        tuple(m for m, _ in chosen),
-                        tuple(t for _, t in chosen),
-                        text,
-                    )
-                )
-        return sources
+            rule = rule_of(self._conn)
+            if rule is None or not ids:
+                return []
+            return sources(self._conn, ids, rule)
 
     def store_contexts(
         self, encoder: tuple[str, int], sources: Sequence[ContextSource], vectors: np.ndarray
     ) -> None:
         if not sources:
             return
-        vectors = np.asarray(vectors, dtype="<f4").reshape(len(sources), encoder[1])
         try:
             with self._write() as conn:
                 if not _has_table(conn):
                     raise StoreError(f"{self.location}: the context index is off")
-                bound = conn.execute(
-                    "SELECT value FROM mempp_meta WHERE key = 'context_encoder'"
-                ).fetchone()
-                named = json.dumps([encoder[0], encoder[1]])
-                if bound is not None and bound[0] != named:
-                    conn.execute("DELETE FROM record_context")  # another encoder's contexts
-                conn.execute(
-                    "INSERT OR REPLACE INTO mempp_meta (key, value) VALUES ('context_encoder', ?)",
-                    (named,),
-                )
-                newest = conn.execute("SELECT max(record_id) FROM record_context").fetchone()[0]
-                # A row erased since its source was read stays out: the erasure's walk ran
-                # before this row existed.
-                read = [s.record_id for s in sources] + [m for s in sources for m in s.members]
-                erased = {
-                    row[0]
-                    for row in conn.execute(
-                        """SELECT record_id FROM redactions
-                           WHERE record_id IN (SELECT value FROM json_each(?))""",
-                        (json.dumps(read),),
-                    )
-                }
-                rows = [
-                    (
-                        s.record_id,
-                        json.dumps(list(s.members)),
-                        vector.tobytes() if s.members else b"",
-                    )
-                    for s, vector in zip(sources, vectors, strict=True)
-                    if s.record_id not in erased and not erased.intersection(s.members)
-                ]
-                conn.executemany(
-                    """INSERT OR REPLACE INTO record_context (record_id, members, embedding)
-                       VALUES (?, ?, ?)""",
-                    rows,
-                )
-                if (bound is not None and bound[0] != named) or (
-                    newest is not None and rows and min(r[0] for r in rows) <= newest
-                ):
-                    _bump(conn)
+                write_rows(conn, encoder, sources, vectors)
         except sqlite3.DatabaseError as exc:
             raise StoreError(f"could not store contexts in {self.location}: {exc}") from None
 

@@ -16,6 +16,7 @@ from mempp.encoders import mismatch
 from mempp.errors import EncoderMismatch, StoreError
 from mempp.records import AddResult, Document, Record, State, text_hash
 from mempp.store.base import STATE_COUNT_KEYS, UNDATED_DEDUPE_KEY, dedupe_date
+from mempp.store.context import Encode
 from mempp.store.sqlite.schema import _SQLiteBase, describe_failure
 
 # A redacted row reports the state "redacted" (it is stored archived, with its tombstone in
@@ -102,7 +103,14 @@ class _RecordsMixin(_SQLiteBase):
             ).fetchall()
         return {row[0] for row in rows}
 
-    def insert(self, scope: str, docs: Sequence[Document], vectors: np.ndarray) -> list[AddResult]:
+    def insert(
+        self,
+        scope: str,
+        docs: Sequence[Document],
+        vectors: np.ndarray,
+        *,
+        encode_context: Encode | None = None,
+    ) -> list[AddResult]:
         if len(docs) != len(vectors):
             raise ValueError("one vector per document is required")
         results: list[AddResult] = []
@@ -120,6 +128,8 @@ class _RecordsMixin(_SQLiteBase):
                         conn, scope, doc, vector, doc.tag_labels(), ingested_at, ingested_key
                     )
                     results.append(AddResult(row_id))
+                written = [r.id for r in results if r.id is not None]
+                self._write_contexts(conn, written, encode_context)
         except sqlite3.DatabaseError as exc:
             reason = describe_failure(self.location, exc)
             raise StoreError(f"could not store the batch in {self.location}: {reason}") from None

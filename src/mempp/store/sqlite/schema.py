@@ -421,6 +421,10 @@ class _ClosedConnection:
 class _SQLiteBase:
     """One connection to the file behind one lock; the state every mixin shares."""
 
+    def _write_contexts(self, conn: sqlite3.Connection, ids: Sequence[int], encode: Any) -> None:
+        """Inside a records write's transaction, after its rows: the context index's part
+        (``mempp.store.sqlite.context`` overrides this; nothing without that index)."""
+
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.location = os.fspath(path)
         if self.location != ":memory:":

@@ -1,0 +1,225 @@
+"""The context index's rule (issue 37, session 16): how each context is made is a setting of
+the index (``ContextRule``: the text rule encodes the predecessors' texts, the sum rule adds
+the stored vectors), recorded in the store's meta, carried by a dump and made again by a
+restore; and a record's context is written in the record's own transaction, so a crash
+between the two leaves neither (both engines)."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+import mempp
+from mempp import Memory
+from mempp.errors import InvalidInput
+from mempp.settings import preset
+from mempp.store.context import ContextRule, ContextStore
+from mempp.transfer.dump import ChainWriter
+from mempp.transfer.restore import SnapshotError
+
+from conftest import KeywordEmbedder
+from engines import engine_location, pg_server, pg_url  # noqa: F401 - fixtures
+
+KEYWORDS = ["alpha", "beta", "gamma", "delta", "budget", "launch"]
+THREAD = [
+    ("alpha budget", "2023-01-01"),
+    ("beta", "2023-01-02"),
+    ("gamma launch", "2023-01-03"),
+    ("delta", "2023-01-04"),
+]
+SUM = ContextRule("sum", 2, decay=0.5)
+
+
+def _settings() -> Any:
+    return preset("default").with_(w_ctx=0.5, ctx_credit="members")
+
+
+def _add_thread(memory: Memory) -> list[int]:
+    rows = memory.add_many([{"text": t, "date": d, "thread": "t"} for t, d in THREAD])
+    return [r.id for r in rows if r.id is not None]
+
+
+def _stored_context(location: str, record_id: int) -> np.ndarray:
+    """The context vector as the engine's table holds it (read outside the store)."""
+    if location.startswith("postgresql"):
+        import psycopg
+
+        with psycopg.connect(location) as conn:
+            row = conn.execute(
+                "SELECT embedding FROM record_context WHERE record_id = %s", (record_id,)
+            ).fetchone()
+    else:
+        with sqlite3.connect(location) as conn:
+            row = conn.execute(
+                "SELECT embedding FROM record_context WHERE record_id = ?", (record_id,)
+            ).fetchone()
+    return np.frombuffer(bytes(row[0]), dtype="<f4")
+
+
+def test_the_sum_rule_adds_the_stored_vectors_and_encodes_nothing(
+    engine_location: str,  # noqa: F811
+) -> None:
+    embedder = KeywordEmbedder(KEYWORDS)
+    with Memory(engine_location, embedder=embedder) as memory:
+        memory.enable_context(rule=SUM)
+        calls = embedder.calls
+        ids = _add_thread(memory)
+        assert embedder.calls == calls + 1  # the records' own encoding only
+        store = memory.store
+        assert isinstance(store, ContextStore)
+        assert store.context_rule() == SUM
+        own = embedder.embed([t for t, _ in THREAD])
+        # The last row reads its two predecessors: itself 1, the one before .5, then .25.
+        expected = own[3] + 0.5 * own[2] + 0.25 * own[1]
+        expected /= np.linalg.norm(expected)
+        np.testing.assert_allclose(_stored_context(engine_location, ids[3]), expected, atol=1e-6)
+        assert store.context_members([ids[3]])[ids[3]] == (ids[1], ids[2])
+        assert store.context_count()[0] == store.context_count()[1]
+        assert all(check.ok for check in memory.verify())
+        hits = memory.search("gamma launch", settings=_settings(), k=4)
+        assert {h.record.id for h in hits} == set(ids)
+
+
+def test_another_rule_makes_every_context_again(engine_location: str) -> None:  # noqa: F811
+    embedder = KeywordEmbedder(KEYWORDS)
+    with Memory(engine_location, embedder=embedder) as memory:
+        memory.enable_context()
+        ids = _add_thread(memory)
+        store = memory.store
+        assert isinstance(store, ContextStore)
+        assert store.context_rule() == ContextRule()  # the text rule, depth 2, 400 characters
+        text = _stored_context(engine_location, ids[3])
+        assert memory.enable_context(rule=SUM) == len(ids)
+        summed = _stored_context(engine_location, ids[3])
+        assert not np.allclose(text, summed)
+        assert memory.enable_context(depth=1) == len(ids)  # the depth alone: still the sum
+        assert store.context_rule() == ContextRule("sum", 1, decay=0.5)
+        assert store.context_members([ids[3]])[ids[3]] == (ids[2],)
+        assert memory.enable_context() == 0  # the rule it has: nothing to do
+        assert all(check.ok for check in memory.verify())
+
+
+def test_a_dump_carries_the_rule_and_a_restore_makes_the_same_contexts(
+    tmp_path: Path,
+    pg_url: str,  # noqa: F811
+) -> None:
+    embedder = KeywordEmbedder(KEYWORDS)
+    rule = ContextRule("text", 1, chars=5)
+    with Memory(str(tmp_path / "source.db"), embedder=embedder) as memory:
+        memory.enable_context(rule=rule)
+        ids = _add_thread(memory)
+        snapshot = tmp_path / "snap.dump"
+        memory.dump(snapshot, vectors=False)
+        expected = [
+            [h.record.id for h in memory.search(q, settings=_settings())]
+            for q in ("budget", "launch", "delta")
+        ]
+        contexts = [_stored_context(str(tmp_path / "source.db"), i) for i in ids[1:]]
+    header = json.loads(snapshot.read_text().splitlines()[0])
+    assert header["context_rule"] == {"kind": "text", "depth": 1, "chars": 5}
+    for target in (str(tmp_path / "copy.db"), pg_url):
+        with Memory(target, embedder=embedder) as copy:
+            copy.restore(snapshot)
+            store = copy.store
+            assert isinstance(store, ContextStore)
+            assert store.context_rule() == rule
+            restored = [_stored_context(target, i) for i in ids[1:]]
+            np.testing.assert_allclose(np.stack(restored), np.stack(contexts), atol=1e-6)
+            got = [
+                [h.record.id for h in copy.search(q, settings=_settings())]
+                for q in ("budget", "launch", "delta")
+            ]
+            assert got == expected
+            assert all(check.ok for check in copy.verify())
+
+
+def test_a_bad_rule_is_refused_naming_its_field(tmp_path: Path) -> None:
+    for fields, name in [
+        ({"kind": "mean"}, "kind"),
+        ({"depth": 0}, "depth"),
+        ({"chars": 0}, "chars"),
+        ({"chars": 2.5}, "chars"),
+        ({"decay": 0}, "decay"),
+        ({"decay": 1.5}, "decay"),
+        ({"decay": True}, "decay"),
+    ]:
+        with pytest.raises(InvalidInput) as caught:
+            ContextRule(**fields)  # type: ignore[arg-type]
+        assert caught.value.field == name, fields
+    # A store from before the rule was a setting holds only its depth: the text rule.
+    assert ContextRule.from_meta("3", None) == ContextRule("text", 3, chars=400)
+    embedder = KeywordEmbedder(KEYWORDS)
+    with Memory(str(tmp_path / "source.db"), embedder=embedder) as memory:
+        memory.enable_context(rule=SUM)
+        _add_thread(memory)
+        memory.dump(tmp_path / "snap.dump")
+    rows = [json.loads(line) for line in (tmp_path / "snap.dump").read_text().splitlines()]
+    rows[0]["context_rule"] = {"kind": "sum", "depth": 2, "decay": 7}
+    with (tmp_path / "bad.dump").open("w") as out:  # chained again: only the rule is wrong
+        writer = ChainWriter(out)
+        for row in rows:
+            row.pop("c")
+            if row.get("row") == "end":
+                row["lines"] = writer.lines + 1
+            writer.write(row)
+    with Memory(str(tmp_path / "copy.db"), embedder=embedder) as copy:
+        with pytest.raises(SnapshotError, match=r"context_rule.*decay"):
+            copy.restore(tmp_path / "bad.dump")
+        assert copy.store.is_empty()
+
+
+_CRASH = """
+import os, sys
+sys.path.insert(0, sys.argv[2])
+from conftest import KeywordEmbedder
+from mempp import Memory
+import mempp.store.{engine}.context as engine_context
+
+def crash(*args, **kwargs):
+    os._exit(9)  # the process dies with the records written and their contexts not
+
+engine_context.write_rows = crash
+with Memory(sys.argv[1], embedder=KeywordEmbedder({keywords!r})) as memory:
+    memory.add_many([{{"text": "launch after", "date": "2023-01-05", "thread": "t"}},
+                     {{"text": "budget after", "date": "2023-01-06", "thread": "t"}}])
+"""
+
+
+@pytest.mark.parametrize("rule", [SUM, ContextRule("text", 2)], ids=["sum", "text"])
+def test_a_crash_between_records_and_contexts_leaves_neither(
+    engine_location: str,  # noqa: F811
+    rule: ContextRule,
+) -> None:
+    embedder = KeywordEmbedder(KEYWORDS)
+    engine = "postgres" if engine_location.startswith("postgresql") else "sqlite"
+    with Memory(engine_location, embedder=embedder) as memory:
+        memory.enable_context(rule=rule)
+        _add_thread(memory)
+    source = Path(mempp.__file__).resolve().parents[1]
+    tests = Path(__file__).resolve().parent
+    environment = {**os.environ, "PYTHONPATH": os.pathsep.join([str(source), str(tests)])}
+    script = _CRASH.format(engine=engine, keywords=KEYWORDS)
+    done = subprocess.run(
+        [sys.executable, "-c", script, engine_location, str(tests)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=environment,
+    )
+    assert done.returncode == 9, done.stderr
+    with Memory(engine_location, embedder=embedder) as memory:
+        assert memory.store.count(memory.scope) == len(THREAD)  # the crash left no row
+        store = memory.store
+        assert isinstance(store, ContextStore)
+        assert store.context_count() == (len(THREAD), len(THREAD))
+        assert all(check.ok for check in memory.verify())
+        memory.add("launch after", date="2023-01-05", thread="t")
+        assert store.context_count() == (len(THREAD) + 1, len(THREAD) + 1)
