@@ -245,3 +245,56 @@ def test_the_cli_sets_the_rule(tmp_path: Path, capsys: pytest.CaptureFixture[str
         assert isinstance(store, ContextStore)
         assert store.context_rule() == ContextRule("sum", 1, decay=0.5)
         assert "keyword" not in memory.indexes()
+
+
+def _ctx_ids(memory: Memory, question: str) -> list[int]:
+    return memory.legs(question, as_of=None, settings=_settings()).ctx
+
+
+def test_the_sqlite_context_copy_is_saved_beside_the_file_and_mapped_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    from mempp.store.sqlite import context_file
+
+    db = str(tmp_path / "ctx.db")
+    saved = Path(db + context_file.CONTEXT_FILE_SUFFIX)
+    embedder = KeywordEmbedder(KEYWORDS)
+    monkeypatch.setattr("mempp.store.sqlite.context._ContextMixin.context_file_min_rows", 1)
+    with Memory(db, embedder=embedder) as memory:
+        memory.enable_context(rule=SUM)
+        ids = _add_thread(memory)
+        expected = _ctx_ids(memory, "gamma launch")
+        assert saved.exists()  # built from the table once, then saved
+    loads: list[object] = []
+    real_load = context_file.load
+    monkeypatch.setattr(context_file, "load", lambda *a: loads.append(real_load(*a)) or loads[-1])
+    with Memory(db, embedder=embedder) as memory:
+        memory.archive(ids[2], reason="test")  # a state moved since the file was saved
+        memory.add("gamma later", date="2023-01-09", thread="t")  # and a row came after it
+        got = _ctx_ids(memory, "gamma launch")
+        assert loads and loads[-1] is not None  # mapped from the file, not rebuilt
+        assert ids[2] not in got and got != expected
+    rebuilt = tmp_path / "rebuilt.db"  # the same rows, the copy built from the table
+    for suffix in ("", "-wal", "-shm"):
+        if Path(db + suffix).exists():
+            rebuilt.with_name(rebuilt.name + suffix).write_bytes(Path(db + suffix).read_bytes())
+    with Memory(str(rebuilt), embedder=embedder) as memory:
+        assert _ctx_ids(memory, "gamma launch") == got
+        assert loads[-1] is None  # nothing beside that copy
+    with Memory(db, embedder=embedder) as memory:
+        memory.redact(ids[0], reason="test")  # an erasure takes the file away
+        assert not saved.exists()
+        _ctx_ids(memory, "gamma")
+        assert saved.exists()  # saved again, without the erased text's contexts
+        saved.write_bytes(saved.read_bytes()[:-9])  # damaged
+    with Memory(db, embedder=embedder) as memory, caplog.at_level("WARNING", "mempp.store"):
+        fresh = _ctx_ids(memory, "gamma")
+        assert "context" in caplog.text and str(saved) in caplog.text
+        assert loads[-1] is None
+        memory.enable_context(rule=ContextRule("sum", 1))  # another rule: the file goes
+        assert not saved.exists()
+        assert fresh
+        _ctx_ids(memory, "gamma")
+        assert saved.exists()
+        memory.disable_index("context")
+        assert not saved.exists()

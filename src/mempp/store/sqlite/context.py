@@ -1,7 +1,8 @@
 """The SQLite engine's context index (opt-in): the table of context vectors, the thread walk
 that finds a record's predecessors (``mempp.store.context`` states the rule), and the context
 leg over an in-RAM int8 copy (``mempp.index.vectors.ExactVectorIndex``, rescored from the
-table's float32 rows).
+table's float32 rows), saved beside the file once large (``mempp.store.sqlite.context_file``)
+so a new process maps it instead of building it again.
 
 It is the optional index ``context`` (``mempp.store.indexes``; its statements and hooks
 below, registered in ``mempp.store.sqlite.indexes``): the table ``record_context`` exists
@@ -35,7 +36,9 @@ from mempp.store.context import (
 )
 from mempp.store.filter_sql import filter_condition
 from mempp.store.indexes import Progress, meta_key
+from mempp.store.sqlite import context_file
 from mempp.store.sqlite.schema import _SQLiteBase
+from mempp.store.sqlite.vector_file import VECTOR_FILE_MIN_ROWS
 from mempp.store.verify import Check
 
 CREATE = (
@@ -96,6 +99,12 @@ def erase(conn: sqlite3.Connection, row: int, old_text: str, new_text: str) -> N
 
 def after_erasure(conn: sqlite3.Connection) -> None:
     _bump(conn)  # the in-RAM copies, in every process, load again
+    context_file.remove(conn)  # it holds copies of contexts that read the erased text
+
+
+def dropped(conn: sqlite3.Connection) -> None:
+    """After the index is dropped: its saved copy goes too."""
+    context_file.remove(conn)
 
 
 def check(conn: sqlite3.Connection) -> Check:
@@ -244,6 +253,10 @@ class _ContextMixin(_SQLiteBase):
 
     _ctx_index: ExactVectorIndex | None = None
     _ctx_seen: tuple[str, str] = ("", "")  # (context epoch, state epoch) the copy holds
+    # The copy is saved beside the file (context_file) from this many rows on; rows held
+    # when it was last saved (or loaded).
+    context_file_min_rows = VECTOR_FILE_MIN_ROWS
+    _ctx_saved = 0
 
     def _meta(self, key: str) -> str | None:
         row = self._conn.execute("SELECT value FROM mempp_meta WHERE key = ?", (key,)).fetchone()
@@ -279,6 +292,7 @@ class _ContextMixin(_SQLiteBase):
             if ContextRule.from_meta(*before) != rule and _has_table(conn):
                 conn.execute("DELETE FROM record_context")  # to be made again
                 _bump(conn)
+                context_file.remove(conn)
             conn.executemany(
                 "INSERT OR REPLACE INTO mempp_meta (key, value) VALUES (?, ?)",
                 [("context_depth", str(rule.depth)), ("context_rule", rule.to_meta())],
@@ -397,9 +411,7 @@ class _ContextMixin(_SQLiteBase):
                 seen = (self._meta(_EPOCH) or "0", self._meta("state_epoch") or "0")
                 index = self._ctx_index
                 if index is None or index.dim != int(dim) or seen[0] != self._ctx_seen[0]:
-                    index = ExactVectorIndex(int(dim), exact_rows=self._context_rows)
-                    self._ctx_index = index
-                    self._ctx_seen = ("", "")
+                    index = self._open_context_index(conn, int(dim), seen[0])
                 cursor = conn.execute(
                     """SELECT c.record_id, r.scope, r.event_key, r.state = 'active', c.embedding
                        FROM record_context c JOIN records r ON r.id = c.record_id
@@ -423,10 +435,37 @@ class _ContextMixin(_SQLiteBase):
                            JOIN records r ON r.id = c.record_id WHERE r.state != 'active'"""
                     ).fetchall()
                     index.set_archived(np.fromiter((r[0] for r in archived), dtype=np.int64))
+                path = context_file.path_of(conn)
+                if path is not None and context_file.due(
+                    len(index), self._ctx_saved, self.context_file_min_rows
+                ):
+                    # In the transaction that read the rows: the label is theirs.
+                    label = context_file.fingerprint(conn, index.max_id)
+                    context_file.save(path, index, label, seen[1])
+                    self._ctx_saved = len(index)
             finally:
                 conn.execute("COMMIT")
             self._ctx_seen = seen
             return index
+
+    def _open_context_index(
+        self, conn: sqlite3.Connection, dim: int, epoch: str
+    ) -> ExactVectorIndex:
+        """The copy saved beside the file if it is this database's current one (its states
+        as of the state epoch it was saved at, which the caller compares), else an empty one
+        (caller holds the lock, inside a read transaction)."""
+        path = context_file.path_of(conn)
+        loaded = None if path is None else context_file.load(conn, path, dim, self._context_rows)
+        if loaded is None:
+            index = ExactVectorIndex(dim, exact_rows=self._context_rows)
+            self._ctx_saved = 0
+            self._ctx_seen = ("", "")  # read whole from the table: its states are current
+        else:
+            index, saved_states = loaded
+            self._ctx_saved = len(index)
+            self._ctx_seen = (epoch, saved_states)
+        self._ctx_index = index
+        return index
 
     def context_eligible(
         self, scope: str, ids: Collection[int], as_of: int | None, filters: Filters = NO_FILTERS

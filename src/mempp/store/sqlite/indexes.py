@@ -32,6 +32,8 @@ class SQLiteIndex:
     # (conn, row, old text, tombstone text) for each erased row, then once after them all.
     erase: Callable[[sqlite3.Connection, int, str, str], None]
     after_erasure: Callable[[sqlite3.Connection], None]
+    # After the drop, inside its transaction: files of the index beside the database.
+    dropped: Callable[[sqlite3.Connection], None] = lambda conn: None
 
 
 SQLITE_INDEXES: dict[str, SQLiteIndex] = {
@@ -50,6 +52,7 @@ SQLITE_INDEXES: dict[str, SQLiteIndex] = {
         context.check,
         context.erase,
         context.after_erasure,
+        context.dropped,
     ),
 }
 
@@ -87,6 +90,7 @@ class _IndexesMixin(_SQLiteBase):
                 return False
             for statement in SQLITE_INDEXES[name].drop:
                 conn.execute(statement)
+            SQLITE_INDEXES[name].dropped(conn)
             conn.execute("DELETE FROM mempp_meta WHERE key = ?", (meta_key(name),))
         return True
 
