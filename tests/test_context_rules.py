@@ -21,7 +21,7 @@ import mempp
 from mempp import Memory
 from mempp.errors import InvalidInput
 from mempp.settings import preset
-from mempp.store.context import ContextRule, ContextStore
+from mempp.store.context import LEGACY_RULE, ContextRule, ContextStore
 from mempp.transfer.dump import ChainWriter
 from mempp.transfer.restore import SnapshotError
 
@@ -91,11 +91,11 @@ def test_the_sum_rule_adds_the_stored_vectors_and_encodes_nothing(
 def test_another_rule_makes_every_context_again(engine_location: str) -> None:  # noqa: F811
     embedder = KeywordEmbedder(KEYWORDS)
     with Memory(engine_location, embedder=embedder) as memory:
-        memory.enable_context()
+        memory.enable_context(rule=ContextRule("text", 2))
         ids = _add_thread(memory)
         store = memory.store
         assert isinstance(store, ContextStore)
-        assert store.context_rule() == ContextRule()  # the text rule, depth 2, 400 characters
+        assert store.context_rule() == LEGACY_RULE  # the text rule, depth 2, 400 characters
         text = _stored_context(engine_location, ids[3])
         assert memory.enable_context(rule=SUM) == len(ids)
         summed = _stored_context(engine_location, ids[3])
@@ -232,10 +232,10 @@ def test_the_cli_sets_the_rule(tmp_path: Path, capsys: pytest.CaptureFixture[str
     db = str(tmp_path / "cli.db")
     for text in ("Did you take the dog hiking?", "Yes, last Tuesday!"):
         assert main(["--db", db, "add", text, "--thread", "s1", "--date", "2024-01-01"]) == 0
-    assert main(["--db", db, "index", "enable", "context", "--rule", "sum", "--depth", "1"]) == 0
-    assert "(sum of stored vectors, depth 1, decay 1); 2 contexts made" in capsys.readouterr().out
-    assert main(["--db", db, "index", "enable", "context", "--decay", "0.5"]) == 0
-    assert "depth 1, decay 0.5" in capsys.readouterr().out
+    assert main(["--db", db, "index", "enable", "context", "--rule", "text", "--depth", "1"]) == 0
+    assert "(text, depth 1, 400 characters a predecessor); 2 contexts" in capsys.readouterr().out
+    assert main(["--db", db, "index", "enable", "context", "--rule", "sum"]) == 0
+    assert "(sum of stored vectors, depth 1, decay 0.5); 2 contexts" in capsys.readouterr().out
     assert main(["--db", db, "index", "enable", "keyword", "--depth", "2"]) == 2
     assert "only the context index takes a rule" in capsys.readouterr().err
     assert main(["--db", db, "index", "enable", "context", "--decay", "3"]) == 2
@@ -298,3 +298,40 @@ def test_the_sqlite_context_copy_is_saved_beside_the_file_and_mapped_again(
         assert saved.exists()
         memory.disable_index("context")
         assert not saved.exists()
+
+
+def test_the_default_rule_is_the_sum_and_an_older_store_keeps_the_text_rule(
+    tmp_path: Path,
+) -> None:
+    embedder = KeywordEmbedder(KEYWORDS)
+    assert ContextRule() == ContextRule("sum", 2, decay=0.5)
+    db = str(tmp_path / "old.db")
+    with Memory(db, embedder=embedder) as memory:
+        memory.enable_index("context")  # no rule named: the default
+        _add_thread(memory)
+        store = memory.store
+        assert isinstance(store, ContextStore)
+        assert store.context_rule() == ContextRule()
+    # A store that enabled the index before the rule was a setting holds only its depth.
+    with sqlite3.connect(db) as conn:
+        conn.execute("DELETE FROM mempp_meta WHERE key = 'context_rule'")
+    with Memory(db, embedder=embedder) as memory:
+        store = memory.store
+        assert isinstance(store, ContextStore)
+        assert store.context_rule() == LEGACY_RULE
+        assert memory.enable_context() == 0  # its contexts stand: nothing is made again
+        memory.dump(tmp_path / "snap.dump")
+    # And a snapshot of that time names the index without a rule: restored by the text rule.
+    rows = [json.loads(line) for line in (tmp_path / "snap.dump").read_text().splitlines()]
+    del rows[0]["context_rule"]
+    with (tmp_path / "old.dump").open("w") as out:
+        writer = ChainWriter(out)
+        for row in rows:
+            row.pop("c")
+            writer.write(row)
+    with Memory(str(tmp_path / "copy.db"), embedder=embedder) as copy:
+        copy.restore(tmp_path / "old.dump")
+        store = copy.store
+        assert isinstance(store, ContextStore)
+        assert store.context_rule() == LEGACY_RULE
+        assert store.context_count() == (len(THREAD), len(THREAD))

@@ -519,9 +519,10 @@ class Memory:
     def enable_context(self, depth: int | None = None, rule: ContextRule | None = None) -> int:
         """Enable the optional index ``context``: each record gets a second vector over itself
         and its ``depth`` predecessors in its thread (``mempp.store.context`` says which;
-        default 2, or the depth it had), made by ``rule`` (``ContextRule``: the text rule
-        encodes the texts, the sum rule adds the stored vectors; default: the rule it had,
-        else the text rule), now for the records stored and on every later write. Searches
+        default 2, or the depth it had), made by ``rule`` (``ContextRule``: the sum rule adds
+        the stored vectors, no encoding; the text rule encodes the texts; default: the rule
+        it had, else ``ContextRule()``, the sum rule at depth 2, decay 0.5), now for the
+        records stored and on every later write. Searches
         read it under settings with ``w_ctx > 0``. Returns how many contexts were made;
         another rule than before makes them all again. ``disable_index("context")`` drops
         it."""

@@ -50,6 +50,8 @@ RULE_KINDS = ("text", "sum")
 # what it is about, and the record itself must stay inside the encoder's word pieces).
 DEFAULT_CHARS = 400
 MAX_CHARS = 4000
+# The sum rule's weight of the k-th predecessor back is DEFAULT_DECAY ** k.
+DEFAULT_DECAY = 0.5
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,12 +65,17 @@ class ContextRule:
     context is the normalised weighted sum of the stored vectors of the record (weight 1)
     and its predecessors (the k-th before it weighs ``decay ** k``), so it is computed in the
     record's own write transaction from vectors already at hand.
+
+    ``ContextRule()`` is the default, chosen on LoCoMo's development half (docs/retrieval.md,
+    "The context rule"): the sum rule at depth 2, decay 0.5, within noise of the text rule
+    (depth 2, 400 characters; a store that enabled the index before the rule was a setting
+    holds that one, ``LEGACY_RULE``) and free at ingest.
     """
 
-    kind: str = "text"
+    kind: str = "sum"
     depth: int = DEFAULT_DEPTH
     chars: int = DEFAULT_CHARS
-    decay: float = 1.0
+    decay: float = DEFAULT_DECAY
 
     def __post_init__(self) -> None:
         from mempp.errors import InvalidInput
@@ -99,6 +106,8 @@ class ContextRule:
         holds no ``context_rule``: its contexts are the text rule's at 400 characters."""
         from mempp.errors import InvalidInput
 
+        if rule is None:
+            return cls("text", DEFAULT_DEPTH if depth is None else int(depth), DEFAULT_CHARS)
         fields: dict[str, object] = {}
         if rule is not None:
             try:
@@ -302,3 +311,8 @@ def context_check(
             "again to encode them",
         )
     return Check(name, True, f"{stored} context vectors, one per record")
+
+
+#: The rule of a store that enabled the context index before the rule was a setting (and of
+#: a snapshot written then): the text rule at depth 2, 400 characters a predecessor.
+LEGACY_RULE = ContextRule("text", DEFAULT_DEPTH, DEFAULT_CHARS)

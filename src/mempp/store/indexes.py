@@ -53,8 +53,8 @@ OPTIONAL_INDEXES: dict[str, OptionalIndex] = {
     ),
     "context": OptionalIndex(
         "context",
-        "a second vector per record, read after its predecessors in its thread, for the "
-        "context leg (one more encoding a record; encoded on enabling and on every write)",
+        "a second vector per record over it and its predecessors in its thread, for the "
+        "context leg (by default the sum of their stored vectors: no encoding)",
         "w_ctx",
         lambda settings: settings.w_ctx > 0,
     ),

@@ -28,7 +28,7 @@ from mempp.dates import parse_event_date
 from mempp.encoders import Embedder
 from mempp.errors import EncoderMismatch, InvalidDate, InvalidInput, MemppError, StoreError
 from mempp.store.base import SNAPSHOT_KINDS, SnapshotStore, Store
-from mempp.store.context import ContextRule, ContextStore
+from mempp.store.context import LEGACY_RULE, ContextRule, ContextStore
 from mempp.store.indexes import OPTIONAL_INDEXES
 from mempp.transfer.dump import FORMAT, VERSION, chain_digest
 
@@ -136,8 +136,8 @@ class Header:
     vectors: bool
     # The optional indexes the source had enabled (none in a snapshot from before them).
     indexes: tuple[str, ...] = ()
-    # How the source made its contexts (None: no context index, or a snapshot from before
-    # the rule was carried, whose contexts were the text rule's at depth 2).
+    # How the source made its contexts (None: no context index; a snapshot from before the
+    # rule was carried made them by LEGACY_RULE).
     context_rule: ContextRule | None = None
 
 
@@ -253,6 +253,8 @@ def _header(shown: str, value: dict[str, Any]) -> Header:
     rule = value.get("context_rule")
     try:
         context_rule = None if rule is None else ContextRule.from_dict(rule)
+        if "context_rule" not in value and "context" in indexes:
+            context_rule = LEGACY_RULE  # written before the rule was carried
     except InvalidInput as exc:
         raise SnapshotError(f"{where}: the header's context_rule: {exc}") from None
     return Header(

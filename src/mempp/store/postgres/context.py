@@ -41,7 +41,8 @@ CREATE = (
         record_id bigint PRIMARY KEY,
         members bigint[] NOT NULL,
         embedding bytea NOT NULL)""",
-    f"""INSERT INTO mempp_meta (key, value) VALUES ('context_depth', '{DEFAULT_DEPTH}')
+    f"""INSERT INTO mempp_meta (key, value)
+        VALUES ('context_depth', '{DEFAULT_DEPTH}'), ('context_rule', '{ContextRule().to_meta()}')
         ON CONFLICT (key) DO NOTHING""",
 )
 DROP = (

@@ -46,8 +46,8 @@ CREATE = (
         record_id INTEGER PRIMARY KEY REFERENCES records(id),
         members TEXT NOT NULL,
         embedding BLOB NOT NULL)""",
-    f"""INSERT OR IGNORE INTO mempp_meta (key, value)
-        VALUES ('context_depth', '{DEFAULT_DEPTH}')""",
+    f"""INSERT OR IGNORE INTO mempp_meta (key, value) VALUES
+        ('context_depth', '{DEFAULT_DEPTH}'), ('context_rule', '{ContextRule().to_meta()}')""",
 )
 DROP = (
     "DROP TABLE record_context",
