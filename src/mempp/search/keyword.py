@@ -81,13 +81,19 @@ def keyword_terms(question: str) -> tuple[str, ...]:
 
 
 def rank_matches(matches: Mapping[str, Sequence[int]], limit: int) -> list[int]:
-    """Rows by the summed weight of the terms they contain, ties to the newer ingest (larger
-    id), at most ``limit``.
+    """Rows by how many of the question's terms they hold, then by the summed weight of those
+    terms, ties to the newer ingest (larger id), at most ``limit``.
 
     ``matches[term]`` lists the in-scope rows holding ``term`` (any order; more than
     ``MAX_TERM_ROWS`` means the term is too common and counts for nothing). A term's weight is
     ``log(1 + n / df)``, ``n`` the rows matched by any counted term and ``df`` its own rows:
     a rare word outweighs a common one, as in BM25, with no statistics beyond the matches.
+
+    Coordination comes first: a row holding two of the question's words ranks above a row
+    holding one, however rare that one is. Weight alone ranked first any row holding a word
+    only it holds; in a long question that word is often an instruction ("enumerate", "on
+    behalf of") rather than the subject, and the row it lifted pushed relevant rows out of
+    the answer window (OrgMemBench, docs/retrieval.md).
     """
     counted = {term: set(ids) for term, ids in matches.items() if len(ids) <= MAX_TERM_ROWS}
     counted = {term: ids for term, ids in counted.items() if ids}
@@ -96,6 +102,7 @@ def rank_matches(matches: Mapping[str, Sequence[int]], limit: int) -> list[int]:
     rows = set().union(*counted.values())
     n = len(rows)
     scores = dict.fromkeys(rows, 0.0)
+    held = dict.fromkeys(rows, 0)
     # Terms in sorted order: the float sums are then the same whatever order the engine
     # returned them in.
     for term in sorted(counted):
@@ -103,4 +110,5 @@ def rank_matches(matches: Mapping[str, Sequence[int]], limit: int) -> list[int]:
         weight = math.log1p(n / len(ids))
         for row in ids:
             scores[row] += weight
-    return sorted(rows, key=lambda row: (-scores[row], -row))[:limit]
+            held[row] += 1
+    return sorted(rows, key=lambda row: (-held[row], -scores[row], -row))[:limit]
