@@ -12,11 +12,17 @@ one already built, e.g. ``/tmp/scale-onnx/scale-100000-s1.db``; else it is built
 * ingest again, ``--probe`` more documents, now with the index kept on every write;
 * p50 / p95 / p99 (ms) of the keyword leg alone (``store.keyword``) over the corpus's
   questions, without and with an as-of bound at ~50% of the records;
+* the same for the prefix match (``kw_match="prefix"``, ``store.keyword_prefix``), which
+  reads the lexical full-text index every store has;
 * p50 / p95 / p99 of ``Memory.search`` under the ``default`` preset and under it with
-  ``w_kw=0.5``, questions encoded by all-MiniLM-L6-v2 (each question's vector computed once,
-  before timing, so both see the same legs), and resident memory after them.
+  ``w_kw=0.5`` (and with ``w_kw=0.5, kw_match="prefix"``), questions encoded by
+  all-MiniLM-L6-v2 (each question's vector computed once, before timing, so all see the same
+  legs), and resident memory after them.
 
     nice -n 5 python benchmarks/bench_keyword_scale.py --store /tmp/scale-onnx/scale-100000-s1.db
+
+``--prefix-only`` measures the prefix match alone: no trigram index is built (at 1M that
+build takes minutes), so only what needs none is timed.
 """
 
 from __future__ import annotations
@@ -62,9 +68,9 @@ def enable(path: Path) -> dict[str, object]:
     return {"enable_index('keyword') s": round(seconds, 1), "index MB": round(pages / 2**20)}
 
 
-def measure(path: Path, seed: int, queries: int) -> dict[str, object]:
+def measure(path: Path, seed: int, queries: int, *, trigram: bool) -> dict[str, object]:
     from mempp import Memory, preset
-    from mempp.search.keyword import keyword_terms
+    from mempp.search.keyword import keyword_terms, prefix_terms
 
     questions = bench_scale.Corpus(seed).questions(queries)
     half = bench_scale.bounds(path)["50%"]
@@ -74,18 +80,32 @@ def measure(path: Path, seed: int, queries: int) -> dict[str, object]:
     with Memory(path, embedder=real, recent_questions=2 * queries) as memory:  # type: ignore[arg-type]
         memory.warm()
         store = memory.store
-        for label, as_of in (("keyword leg", None), ("keyword leg, as-of 50%", half)):
+        legs = [
+            ("keyword leg, prefix", None, prefix_terms, store.keyword_prefix),
+            ("keyword leg, prefix, as-of 50%", half, prefix_terms, store.keyword_prefix),
+        ]
+        searches = [
+            ("search, default", preset("default")),
+            (
+                "search, default + w_kw=0.5, kw_match=prefix",
+                preset("default").with_(w_kw=0.5, kw_match="prefix"),
+            ),
+        ]
+        if trigram:
+            legs[:0] = [
+                ("keyword leg", None, keyword_terms, store.keyword),
+                ("keyword leg, as-of 50%", half, keyword_terms, store.keyword),
+            ]
+            searches.insert(1, ("search, default + w_kw=0.5", preset("default").with_(w_kw=0.5)))
+        for label, as_of, terms_of, leg in legs:
             samples = []
             for question in questions:
-                terms = keyword_terms(question)
+                terms = terms_of(question)
                 begun = time.perf_counter()
-                store.keyword(memory.scope, terms, as_of, 100)
+                leg(memory.scope, terms, as_of, 100)
                 samples.append(time.perf_counter() - begun)
             out[label] = bench_scale.quantiles(samples)
-        for label, settings in (
-            ("search, default", preset("default")),
-            ("search, default + w_kw=0.5", preset("default").with_(w_kw=0.5)),
-        ):
+        for label, settings in searches:
             for question in questions:  # the question cache holds each vector: no encoding
                 memory._questions.put(real.name, question, vectors[question])  # type: ignore[attr-defined]
             samples = []
@@ -108,6 +128,9 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=500)
     parser.add_argument("--cache", type=Path, default=Path("/tmp/mempp-keyword-scale"))
     parser.add_argument("--keep", action="store_true", help="keep the working copy")
+    parser.add_argument(
+        "--prefix-only", action="store_true", help="build no trigram index: the prefix match only"
+    )
     args = parser.parse_args()
     source = args.store
     if source is None:
@@ -120,11 +143,13 @@ def main() -> None:
     try:
         ms = ingest_ms_per_doc(path, args.seed, args.probe, args.batch, 10**9)
         print(f"ingest, store only, without the keyword index: {ms:.3f} ms/doc", flush=True)
-        for label, value in enable(path).items():
-            print(f"{label}: {value}", flush=True)
-        ms = ingest_ms_per_doc(path, args.seed, args.probe, args.batch, 2 * 10**9)
-        print(f"ingest, store only, with the keyword index: {ms:.3f} ms/doc", flush=True)
-        for label, value in measure(path, args.seed, args.queries).items():
+        if not args.prefix_only:
+            for label, value in enable(path).items():
+                print(f"{label}: {value}", flush=True)
+            ms = ingest_ms_per_doc(path, args.seed, args.probe, args.batch, 2 * 10**9)
+            print(f"ingest, store only, with the keyword index: {ms:.3f} ms/doc", flush=True)
+        trigram = not args.prefix_only
+        for label, value in measure(path, args.seed, args.queries, trigram=trigram).items():
             if isinstance(value, list):
                 print(f"{label}: p50 {value[0]:.1f} / p95 {value[1]:.1f} / p99 {value[2]:.1f} ms")
             else:

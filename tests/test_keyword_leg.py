@@ -67,6 +67,23 @@ def test_rank_matches_weighs_rare_terms_above_common_ones_and_ties_to_newest() -
     assert rank_matches({}, 10) == [] and rank_matches(matches, 0) == []
 
 
+def test_rank_matches_puts_rows_holding_more_terms_first() -> None:
+    # "enumerat" is held by one row only (the heaviest weight there is), yet row 2 (three of
+    # the subject's words) and row 1 (two of them) rank above that row.
+    matches = {
+        "enumerat": [9],
+        "budget": [1, 2, 3, 4, 5, 6],
+        "vendor": [1, 2, 7],
+        "approv": [2, 8],
+    }
+    # Among rows of one word, weight decides (the rarer word first), then the newer row.
+    assert rank_matches(matches, 10) == [2, 1, 9, 8, 7, 6, 5, 4, 3]
+    # Row 1 holds two common words, whose summed weight (2.2) is below the lone word's (3.0):
+    # weight alone ranked row 9 first, coordination ranks row 1 first.
+    common = {"budget": [1, *range(20, 30)], "vendor": [1, *range(30, 38)]}
+    assert rank_matches({"enumerat": [9], **common}, 2) == [1, 9]
+
+
 def test_a_term_of_too_many_rows_counts_for_nothing() -> None:
     crowded = list(range(1, MAX_TERM_ROWS + 2))
     assert rank_matches({"the": crowded, "rare": [7]}, 5) == [7]

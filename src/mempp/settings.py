@@ -17,6 +17,7 @@ LexicalRank = Literal["bm25", "cover_density"]
 ReserveRule = Literal["paper", "scaled"]
 StopWords = Literal["short", "english"]
 ContextCredit = Literal["self", "members"]
+KeywordMatch = Literal["substring", "prefix"]
 LEGS = ("lex", "tag", "vec", "kw", "ctx")
 
 
@@ -37,8 +38,10 @@ class Settings:
     stem once however many question words reduce to it. ``thread_weight`` (0 = off) is the
     share of its fused score a row lends to the next row of its thread, ``thread_weight ** 2``
     to the one after, up to ``thread_depth`` rows (see ``mempp.search.fusion.add_thread_context``).
-    ``w_kw`` (0 = off) weighs the keyword leg: the question's content words matched as
-    substrings of the text (see ``mempp.search.keyword``), fused with the other three.
+    ``w_kw`` (0 = off) weighs the keyword leg: the question's content words matched in the
+    text (see ``mempp.search.keyword``), fused with the other three; ``kw_match`` says how:
+    ``"substring"`` inside the text (the store's ``keyword`` trigram index), ``"prefix"`` as
+    the start of a word's stem in the full-text index every store has.
     ``as_of_in_question`` (opt-in) lets an "as of <date>" phrase in the question set the as-of
     bound when the caller passes none (see ``mempp.search.query.question_as_of``).
     ``lexical_rank`` picks PostgreSQL's lexical ranking: ``"cover_density"`` is the paper's
@@ -75,6 +78,7 @@ class Settings:
     reserve_rule: ReserveRule = "paper"
     w_ctx: float = 0.0
     ctx_credit: ContextCredit = "self"
+    kw_match: KeywordMatch = "substring"
 
     def __post_init__(self) -> None:
         for leg in (*LEGS, "date"):
@@ -106,6 +110,8 @@ class Settings:
             )
         if self.ctx_credit not in ("self", "members"):
             raise InvalidInput(f"ctx_credit must be 'self' or 'members', got {self.ctx_credit!r}")
+        if self.kw_match not in ("substring", "prefix"):
+            raise InvalidInput(f"kw_match must be 'substring' or 'prefix', got {self.kw_match!r}")
         if self.stop_words not in ("short", "english"):
             raise InvalidInput(f"stop_words must be 'short' or 'english', got {self.stop_words!r}")
         for flag in ("phrases", "unique_stems", "as_of_in_question"):

@@ -19,7 +19,7 @@ from mempp.filters import NO_FILTERS, Filters
 from mempp.records import Hit
 from mempp.search import stages
 from mempp.search.fusion import Fused, add_date_leg, add_thread_context, rrf
-from mempp.search.keyword import keyword_terms
+from mempp.search.keyword import keyword_terms, prefix_terms
 from mempp.search.query import date_spans, lexical_query, question_as_of, tag_labels
 from mempp.search.reserve import recency, select_with_reserve
 from mempp.search.row_facts import RowFacts
@@ -91,7 +91,13 @@ def run_legs(
         calls["tag"] = timed(
             stages.TAG, lambda: store.tagged(scope, labels, as_of, limit, filters=filters)
         )
-    if settings.w_kw > 0:
+    if settings.w_kw > 0 and settings.kw_match == "prefix":
+        prefixes = prefix_terms(question)
+        calls["kw"] = timed(
+            stages.KEYWORD,
+            lambda: store.keyword_prefix(scope, prefixes, as_of, limit, filters=filters),
+        )
+    elif settings.w_kw > 0:
         words = keyword_terms(question)
         calls["kw"] = timed(
             stages.KEYWORD, lambda: store.keyword(scope, words, as_of, limit, filters=filters)

@@ -49,7 +49,8 @@ OPTIONAL_INDEXES: dict[str, OptionalIndex] = {
         "keyword",
         "trigram index of the record text, for the keyword leg (substring matches)",
         "w_kw",
-        lambda settings: settings.w_kw > 0,
+        # The prefix match reads the full-text index every store has.
+        lambda settings: settings.w_kw > 0 and settings.kw_match == "substring",
     ),
     "context": OptionalIndex(
         "context",
@@ -141,4 +142,18 @@ class IndexedStore(Protocol):
         """The keyword leg, on the ``keyword`` index: in-scope rows whose text holds any of
         ``terms`` (``keyword_terms``) as a substring, ASCII case folded, ranked by
         ``mempp.search.keyword.rank_matches``."""
+        ...
+
+    def keyword_prefix(
+        self,
+        scope: str,
+        words: Sequence[str],
+        as_of: int | None,
+        limit: int,
+        *,
+        filters: Filters = NO_FILTERS,
+    ) -> list[int]:
+        """The keyword leg with ``kw_match="prefix"``, on the full-text index every store
+        has: in-scope rows holding a token that begins with a word's token (``prefix_terms``),
+        ranked by ``mempp.search.keyword.rank_matches``."""
         ...

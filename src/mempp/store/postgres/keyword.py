@@ -5,6 +5,12 @@ must have enabled (``mempp.store.indexes``).
 The index holds the text as the leg folds it (``mempp_kw_fold``), so ``LIKE '%term%'`` on
 that expression is the leg's rule itself: PostgreSQL's own recheck of the index's candidates
 makes the match exact, and it agrees with SQLite's, whatever the database's locale.
+
+``keyword_prefix`` (``kw_match="prefix"``) needs no optional index: each word's token (the
+shared analysis, ``mempp.index.analysis``, as SQLite's FTS5 reads it) becomes a prefix
+``tsquery`` (``'hike':*``) on ``tsv``, the row's FTS5 tokens as lexemes with no parser in
+between, through its GIN index: a lexeme begins with the token exactly where an FTS5 token
+does (both compare bytes). Like the lexical leg, a token over 2,047 bytes is in no tsvector.
 """
 
 from __future__ import annotations
@@ -12,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from mempp.filters import NO_FILTERS, Filters
-from mempp.search.keyword import MAX_TERM_ROWS, rank_matches
+from mempp.search.keyword import MAX_TERM_ROWS, prefix_token, rank_matches
 from mempp.store.filter_sql import filter_condition
 from mempp.store.postgres.keyword_schema import FOLD_FUNCTION
 from mempp.store.postgres.schema import _PostgresBase
@@ -54,4 +60,39 @@ class _KeywordMixin(_PostgresBase):
                     },
                 ).fetchall()
                 matches[term] = [row[0] for row in rows]
+        return rank_matches(matches, limit)
+
+    def keyword_prefix(
+        self,
+        scope: str,
+        words: Sequence[str],
+        as_of: int | None,
+        limit: int,
+        *,
+        filters: Filters = NO_FILTERS,
+    ) -> list[int]:
+        if not words or limit <= 0:
+            return []
+        date_condition = " AND r.event_key <= %(as_of)s" if as_of is not None else ""
+        where, params = filter_condition(filters, "r", "postgres")
+        sql = f"""SELECT r.id FROM records r
+                  WHERE r.tsv @@ %(q)s::tsquery AND r.scope = %(scope)s AND r.state = 'active'
+                    {date_condition}{where}
+                  LIMIT %(cap)s"""
+        matches: dict[str, list[int]] = {}
+        with self._connection() as conn:
+            for word in words:
+                token = prefix_token(word)
+                quoted = token.replace("\\", "\\\\").replace("'", "''")
+                rows = conn.execute(
+                    sql,
+                    {
+                        "q": f"'{quoted}':*",
+                        "scope": scope,
+                        "as_of": as_of,
+                        "cap": MAX_TERM_ROWS + 1,
+                        **params,
+                    },
+                ).fetchall()
+                matches[word] = [row[0] for row in rows]
         return rank_matches(matches, limit)

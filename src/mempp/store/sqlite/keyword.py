@@ -8,6 +8,10 @@ against the scope through ``records_kw_rows`` (id, scope, state, event key), a n
 enabled with the trigram table: no record row, no text. A term with other letters is
 checked on each row's folded text, since FTS5 folds those more widely than the rule does
 (``Zürich`` matches ``ZÜRICH`` there). Filters other than the as-of bound read the row.
+
+``keyword_prefix`` (``kw_match="prefix"``) needs no optional index: each word is a prefix
+query of the lexical FTS5 table (``"word" *``), which FTS5 reads through its own tokenizer,
+the one ``mempp.index.analysis`` shares with PostgreSQL, so the prefix is the word's token.
 """
 
 from __future__ import annotations
@@ -75,4 +79,38 @@ class _KeywordMixin(_SQLiteBase):
                     },
                 ).fetchall()
                 matches[term] = [row[0] for row in rows]
+        return rank_matches(matches, limit)
+
+    def keyword_prefix(
+        self,
+        scope: str,
+        words: Sequence[str],
+        as_of: int | None,
+        limit: int,
+        *,
+        filters: Filters = NO_FILTERS,
+    ) -> list[int]:
+        if not words or limit <= 0:
+            return []
+        date_condition = "" if as_of is None else " AND r.event_key <= :as_of"
+        where, params = filter_condition(filters, "r", "sqlite")
+        # CROSS JOIN: the index's matches first, each looked up by id (see ``keyword``).
+        sql = f"""SELECT r.id FROM records_fts f CROSS JOIN records r ON r.id = f.rowid
+                  WHERE records_fts MATCH :match
+                    AND r.scope = :scope AND r.state = 'active'{date_condition}{where}
+                  LIMIT :cap"""
+        matches: dict[str, list[int]] = {}
+        with self._lock:
+            for word in words:
+                rows = self._conn.execute(
+                    sql,
+                    {
+                        "match": _quoted(word) + " *",
+                        "scope": scope,
+                        "as_of": as_of,
+                        "cap": MAX_TERM_ROWS + 1,
+                        **params,
+                    },
+                ).fetchall()
+                matches[word] = [row[0] for row in rows]
         return rank_matches(matches, limit)
