@@ -3,7 +3,9 @@ OrgMemBench) store, copied id for id into a new PostgreSQL database (pgserver-se
 here in a temporary folder and deleted at exit, unless ``--pg-url`` names one), the keyword
 index enabled on both, then every ``--every``-th question's keyword terms asked of every
 scope on each engine, without and with an as-of bound at the scope's middle row: the ranked
-lists must be equal. Prints the pairs compared, the non-empty ones and every difference.
+lists must be equal. The prefix match (``kw_match="prefix"``, ``keyword_prefix`` over
+``prefix_terms``) is compared the same way. Prints the pairs compared, the non-empty ones and
+every difference, for each match.
 
     MEMPP_DATASETS=/work/shared/datasets python benchmarks/keyword_engines.py locomo \
         --cache /tmp/my-bench-cache --every 8
@@ -21,7 +23,7 @@ from mempp.bench.datasets import default_data_root
 from mempp.bench.retrieve import clean_question
 from mempp.dates import parse_as_of
 from mempp.encoders import embedder_named
-from mempp.search.keyword import keyword_terms
+from mempp.search.keyword import keyword_terms, prefix_terms
 from mempp.store import open_store
 
 
@@ -52,23 +54,34 @@ def main() -> int:
     for scope in scopes:
         dates = sorted(r.date for r in sqlite.records_after(scope, 0, 10**7) if r.date)
         middles[scope] = parse_as_of(dates[len(dates) // 2]) if dates else None
-    compared = nonempty = 0
-    differ: list[str] = []
-    for question in bench.questions[:: args.every]:
-        terms = keyword_terms(clean_question(question.text))
-        for scope in scopes:
-            for as_of in (None, middles[scope]):
-                lists = [s.keyword(scope, terms, as_of, 100) for s in (sqlite, postgres)]
-                compared += 1
-                nonempty += bool(lists[0])
-                if lists[0] != lists[1]:
-                    differ.append(f"{question.id} in {scope} (as-of {as_of}): {terms}")
-    print(f"{compared} question-scope pairs compared, {nonempty} non-empty, {len(differ)} differ")
-    for line in differ[:20]:
-        print("  differs:", line)
+    failed = False
+    for match, terms_of in (("substring", keyword_terms), ("prefix", prefix_terms)):
+        compared = nonempty = 0
+        differ: list[str] = []
+        for question in bench.questions[:: args.every]:
+            terms = terms_of(clean_question(question.text))
+            for scope in scopes:
+                for as_of in (None, middles[scope]):
+                    if match == "prefix":
+                        lists = [
+                            s.keyword_prefix(scope, terms, as_of, 100) for s in (sqlite, postgres)
+                        ]
+                    else:
+                        lists = [s.keyword(scope, terms, as_of, 100) for s in (sqlite, postgres)]
+                    compared += 1
+                    nonempty += bool(lists[0])
+                    if lists[0] != lists[1]:
+                        differ.append(f"{question.id} in {scope} (as-of {as_of}): {terms}")
+        print(
+            f"{match}: {compared} question-scope pairs compared, {nonempty} non-empty, "
+            f"{len(differ)} differ"
+        )
+        for line in differ[:20]:
+            print("  differs:", line)
+        failed = failed or bool(differ)
     sqlite.close()
     postgres.close()
-    return 1 if differ else 0
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ from __future__ import annotations
 import sqlite3
 
 from mempp import Memory, Settings
+from mempp.dates import parse_as_of
 from mempp.errors import InvalidInput
 from mempp.filters import Filters
 from mempp.search.keyword import MAX_TERM_ROWS, MAX_TERMS, prefix_terms
@@ -155,3 +156,26 @@ def test_both_engines_rank_alike(both_locations: dict[str, str]) -> None:
             results[engine] = out
     assert results["sqlite"] == results["postgres"]
     assert sum(1 for *_, hits in results["sqlite"] if hits) > 100  # the leg found rows
+
+
+def test_sqlite_checks_the_scope_in_ram_as_its_sql_join_does(tmp_path) -> None:
+    with open_memory(str(tmp_path / "memory.db"), scope="s1") as memory:
+        memory.add_many(_corpus(1))
+    with open_memory(str(tmp_path / "memory.db"), scope="s2") as memory:
+        memory.add_many(_corpus(2))
+        memory.archive(memory.store.records_after("s2", 0, 5)[2].id, reason="test")
+        store = memory.store
+        compared = 0
+        for question in _questions(4):
+            words = prefix_terms(question)
+            for as_of, filters in (
+                (None, Filters()),
+                (parse_as_of("2023-06-30"), Filters()),
+                (None, Filters(author="Ana")),
+                (parse_as_of("2023-09-30"), Filters(thread="t1")),
+            ):
+                in_ram = store.keyword_prefix("s2", words, as_of, 25, filters=filters)
+                joined = store._keyword_prefix_joined("s2", words, as_of, 25, filters)
+                assert in_ram == joined, (question, as_of, filters)
+                compared += bool(in_ram)
+        assert compared > 100

@@ -12,17 +12,28 @@ checked on each row's folded text, since FTS5 folds those more widely than the r
 ``keyword_prefix`` (``kw_match="prefix"``) needs no optional index: each word is a prefix
 query of the lexical FTS5 table (``"word" *``), which FTS5 reads through its own tokenizer,
 the one ``mempp.index.analysis`` shares with PostgreSQL, so the prefix is the word's token.
+Its ids are checked against the scope in RAM, by the vector index's eligibility (tenant,
+active, as-of, the filters' ids), as the lexical and tag legs check theirs, a batch at a
+time until more than ``MAX_TERM_ROWS`` are in scope: reading each matched row to check it
+was most of the leg's time at 1M (47 / 97 ms p50 / p95 a question, against 13-15 ms p95 for
+FTS5's ids alone). Without a vector index (a store never written with vectors) the check is
+the SQL join.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
+
 from mempp.filters import NO_FILTERS, Filters
 from mempp.search.keyword import FOLD_FROM, FOLD_TO, MAX_TERM_ROWS, rank_matches
 from mempp.store.filter_sql import filter_condition
 from mempp.store.sqlite.keyword_schema import KEYWORD_ROWS_INDEX, KEYWORD_TABLE
 from mempp.store.sqlite.schema import _SQLiteBase
+
+# FTS5 ids checked against the scope per round of the prefix match.
+_PREFIX_BATCH = 2048
 
 
 def _quoted(term: str) -> str:
@@ -92,6 +103,37 @@ class _KeywordMixin(_SQLiteBase):
     ) -> list[int]:
         if not words or limit <= 0:
             return []
+        index = self._vector_index()  # type: ignore[attr-defined]
+        if index is None:
+            return self._keyword_prefix_joined(scope, words, as_of, limit, filters)
+        matches: dict[str, list[int]] = {}
+        with self._lock:
+            allowed = self._filtered_ids(scope, filters, index)  # type: ignore[attr-defined]
+            for word in words:
+                cursor = self._conn.execute(
+                    "SELECT rowid FROM records_fts WHERE records_fts MATCH ?",
+                    (_quoted(word) + " *",),
+                )
+                found: list[int] = []
+                while len(found) <= MAX_TERM_ROWS:
+                    batch = cursor.fetchmany(_PREFIX_BATCH)
+                    if not batch:
+                        break
+                    ids = np.fromiter((row[0] for row in batch), dtype=np.int64, count=len(batch))
+                    found += ids[index.eligible(ids, scope, as_of, allowed)].tolist()
+                cursor.close()
+                matches[word] = found
+        return rank_matches(matches, limit)
+
+    def _keyword_prefix_joined(
+        self,
+        scope: str,
+        words: Sequence[str],
+        as_of: int | None,
+        limit: int,
+        filters: Filters,
+    ) -> list[int]:
+        """``keyword_prefix`` checking each match's row in SQL (no vector index to ask)."""
         date_condition = "" if as_of is None else " AND r.event_key <= :as_of"
         where, params = filter_condition(filters, "r", "sqlite")
         # CROSS JOIN: the index's matches first, each looked up by id (see ``keyword``).
