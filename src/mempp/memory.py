@@ -476,9 +476,9 @@ class Memory:
         """Build optional index ``name`` (``"keyword"``: the keyword leg's, which ``w_kw > 0``
         needs) over every stored row in one transaction, and keep it on every write from then
         on. ``progress(done, total)`` is told the rows indexed. False when it was already
-        enabled. ``"context"`` (the context leg's, which ``w_ctx > 0`` needs) is then encoded
-        here, a record at a time, outside that transaction: enabling it again finishes an
-        interrupted encoding (see :meth:`enable_context`)."""
+        enabled. ``"context"`` (the context leg's, which ``w_ctx > 0`` needs) is then made
+        here, a page of records at a time, outside that transaction: enabling it again
+        finishes an interrupted run (see :meth:`enable_context`)."""
         name = validate.clean_text(name, "index")
         built = self._store.enable_index(name, progress=progress)
         if name == "context":
@@ -522,10 +522,9 @@ class Memory:
         default 2, or the depth it had), made by ``rule`` (``ContextRule``: the sum rule adds
         the stored vectors, no encoding; the text rule encodes the texts; default: the rule
         it had, else ``ContextRule()``, the sum rule at depth 2, decay 0.5), now for the
-        records stored and on every later write. Searches
-        read it under settings with ``w_ctx > 0``. Returns how many contexts were made;
-        another rule than before makes them all again. ``disable_index("context")`` drops
-        it."""
+        records stored and on every later write, in its own transaction. Searches read it
+        under settings with ``w_ctx > 0``. Returns how many contexts were made; another rule
+        than before makes them all again. ``disable_index("context")`` drops it."""
         return enable_contexts(self._store, self.embedder, depth, rule)
 
     # -- snapshots (mempp.transfer.dump, mempp.transfer.restore) ---------------------------
