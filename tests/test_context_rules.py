@@ -335,3 +335,36 @@ def test_the_default_rule_is_the_sum_and_an_older_store_keeps_the_text_rule(
         assert isinstance(store, ContextStore)
         assert store.context_rule() == LEGACY_RULE
         assert store.context_count() == (len(THREAD), len(THREAD))
+
+
+@pytest.mark.parametrize("rule", [SUM, ContextRule("text", 2)], ids=["sum", "text"])
+def test_an_erasure_makes_the_sum_rules_contexts_again_in_its_transaction(
+    engine_location: str,  # noqa: F811
+    rule: ContextRule,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    embedder = KeywordEmbedder(KEYWORDS)
+    with Memory(engine_location, embedder=embedder) as memory:
+        memory.enable_context(rule=rule)
+        ids = _add_thread(memory)
+        store = memory.store
+        assert isinstance(store, ContextStore)
+        # Nothing runs after the erasure's transaction: what it left is what stands.
+        monkeypatch.setattr("mempp.memory.fill_contexts", lambda *args, **kwargs: 0)
+        memory.redact(ids[1], reason="test")
+        members = store.context_members([ids[0], ids[2], ids[3]])
+        if rule.kind == "sum":
+            assert store.context_count() == (len(ids) - 1, len(ids) - 1)
+            # Read again without the erased row: the one before it, then the one after.
+            assert members[ids[3]] == (ids[0], ids[2])
+            expected = embedder.embed([THREAD[0][0], THREAD[2][0], THREAD[3][0]])
+            summed = expected[2] + 0.5 * expected[1] + 0.25 * expected[0]
+            np.testing.assert_allclose(
+                _stored_context(engine_location, ids[3]),
+                summed / np.linalg.norm(summed),
+                atol=1e-6,
+            )
+            assert all(check.ok for check in memory.verify())
+        else:  # the text rule needs the encoder: left to Memory.redact's fill
+            assert ids[2] not in members and ids[3] not in members
+            assert not all(check.ok for check in memory.verify())

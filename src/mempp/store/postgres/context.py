@@ -70,22 +70,33 @@ def _meta(conn: Any, key: str) -> str | None:
     return None if row is None else str(row[0])
 
 
-def drop_contexts_of(conn: Any, scope: str, erased: Sequence[int]) -> None:
+def drop_contexts_of(conn: Any, scope: str, erased: Sequence[int]) -> list[int]:
     """Inside an erasure, before the rows leave their threads: delete the contexts of the
-    erased rows and of every row whose context read one of them."""
+    erased rows and of every row whose context read one of them; returns the latter (for
+    ``remake_contexts`` once the erased rows are gone)."""
     if not erased or not _has_table(conn):
-        return
-    conn.execute(
+        return []
+    deleted = conn.execute(
         """DELETE FROM record_context WHERE record_id = ANY(%(ids)s::bigint[])
               OR record_id IN (
                   SELECT c.record_id FROM records e
                   JOIN records r ON r.scope = e.scope AND r.thread = e.thread AND r.id > e.id
                   JOIN record_context c ON c.record_id = r.id
                   WHERE e.scope = %(scope)s AND e.id = ANY(%(ids)s::bigint[])
-                    AND e.thread IS NOT NULL AND e.id = ANY(c.members))""",
+                    AND e.thread IS NOT NULL AND e.id = ANY(c.members))
+           RETURNING record_id""",
         {"ids": [int(i) for i in erased], "scope": scope},
-    )
+    ).fetchall()
     _bump(conn)
+    gone = {int(i) for i in erased}
+    return sorted(row[0] for row in deleted if row[0] not in gone)
+
+
+def remake_contexts(conn: Any, ids: Sequence[int]) -> None:
+    """Inside an erasure, once its rows have left their threads: the contexts it deleted
+    made again under the sum rule (the text rule needs the encoder: ``Memory.redact``
+    encodes them after it)."""
+    write_with_records(conn, ids, None)
 
 
 def check(conn: Any) -> Check:

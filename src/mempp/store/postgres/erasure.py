@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from mempp.errors import InvalidInput, RecordNotFound
 from mempp.store.base import StateChange
 from mempp.store.postgres.changelog import _ChangeLogMixin
-from mempp.store.postgres.context import drop_contexts_of
+from mempp.store.postgres.context import drop_contexts_of, remake_contexts
 
 if TYPE_CHECKING:
     import psycopg
@@ -77,7 +77,7 @@ class _ErasureMixin(_ChangeLogMixin):
             # A re-encoding under way staged a vector of the text: it goes too.
             conn.execute("DELETE FROM reembed_vectors WHERE record_id = ANY(%(ids)s)", params)
             # Before the rows leave their threads: the contexts that read them go.
-            drop_contexts_of(conn, scope, erased)
+            remade = drop_contexts_of(conn, scope, erased)
             conn.execute(
                 """UPDATE records SET text = '', terms = '', text_hash = '\\x'::bytea,
                        author = NULL, tags = '{}', source = NULL, thread = NULL, metadata = NULL,
@@ -91,6 +91,7 @@ class _ErasureMixin(_ChangeLogMixin):
                    WHERE scope = %(scope)s AND record_id = ANY(%(ids)s)""",
                 params,
             )
+            remake_contexts(conn, remade)
         # The scope's replicas in this process still hold the erased words, labels and
         # vectors.
         self._replicas.drop(scope)

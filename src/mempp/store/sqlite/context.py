@@ -56,6 +56,8 @@ DROP = (
 )
 # Bumped whenever a context row goes or an older one is written: the in-RAM copy reloads.
 _EPOCH = "context_epoch"
+# The rows whose contexts an erasure deleted, to be made again at its end (this connection's).
+_REDO = "temp.mempp_context_redo"
 _LOAD_CHUNK = 20_000
 
 
@@ -95,9 +97,18 @@ def erase(conn: sqlite3.Connection, row: int, old_text: str, new_text: str) -> N
         "DELETE FROM record_context WHERE record_id IN (SELECT value FROM json_each(?))",
         (json.dumps([r[0] for r in rows]),),
     )
+    # Made again once every erased row has left its thread (after_erasure).
+    conn.execute(f"CREATE TEMP TABLE IF NOT EXISTS {_REDO} (id INTEGER PRIMARY KEY)")
+    conn.executemany(f"INSERT OR IGNORE INTO {_REDO} (id) VALUES (?)", rows)
 
 
 def after_erasure(conn: sqlite3.Connection) -> None:
+    """Once the erased rows have left their threads: the contexts that read them are made
+    again in the erasure's transaction under the sum rule (the text rule needs the encoder:
+    ``Memory.redact`` encodes them after it), then the copies in RAM and beside the file go."""
+    redo = [row[0] for row in conn.execute(f"SELECT id FROM {_REDO} ORDER BY id")]
+    conn.execute(f"DELETE FROM {_REDO}")
+    write_with_records(conn, redo, None)
     _bump(conn)  # the in-RAM copies, in every process, load again
     context_file.remove(conn)  # it holds copies of contexts that read the erased text
 
