@@ -464,6 +464,14 @@ class SearchParts:
         for name in STORE_PARTS:
             setattr(store, name, self._wrapped(name, getattr(store, name)))
         embedder.embed = self._wrapped("encode", embedder.embed)  # type: ignore[attr-defined]
+        later = getattr(embedder, "embed_later", None)
+        if later is not None:  # a search tokenizes first, then runs the model on a thread
+            tokenize = self._wrapped("encode", later)
+
+            def embed_later(texts: Sequence[str]) -> Callable[..., object]:
+                return self._wrapped("encode", tokenize(texts))  # type: ignore[arg-type]
+
+            embedder.embed_later = embed_later  # type: ignore[attr-defined]
 
     def _wrapped(self, name: str, call: Callable[..., object]) -> Callable[..., object]:
         def timed_call(*args: object, **kwargs: object) -> object:

@@ -337,8 +337,14 @@ class Memory:
         if held is not None:  # asked again: no encoder, and no thread to run it on
             return held
 
+        # Tokenized here, on the caller's thread, where the encoder can (``embed_later``):
+        # the thread the encoding runs on then starts with the forward pass.
+        embed_later = getattr(embedder, "embed_later", None)
+        finish = embed_later([question]) if embed_later is not None else None
+
         def encode() -> np.ndarray:
-            return self._questions.put(embedder.name, question, embedder.embed([question])[0])
+            vector = embedder.embed([question]) if finish is None else finish()
+            return self._questions.put(embedder.name, question, vector[0])
 
         return encode
 

@@ -13,7 +13,7 @@ import importlib
 import json
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -245,6 +245,9 @@ class PieceBatchedEncoder:
     attributes annotated below (in its ``__init__``), ``dim`` and ``_forward``."""
 
     _boundary: ClassVar[re.Pattern[str]]
+    # Whether ``_forward`` runs numpy's BLAS (False for a forward pass in ONNX Runtime, which
+    # has threads of its own): a question's call then holds BLAS to one thread.
+    _numpy_forward: ClassVar[bool] = True
     _tokenizer: Tokenizer
     _max_tokens: int
     _batch_size: int
@@ -258,9 +261,17 @@ class PieceBatchedEncoder:
         raise NotImplementedError
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
+        return self.embed_later(texts)()
+
+    def embed_later(self, texts: Sequence[str]) -> Callable[[], np.ndarray]:
+        """``embed(texts)`` in two steps: the texts are tokenized now, on the caller's thread,
+        and the returned call runs the model. A search tokenizes its question before it
+        starts the encoding's thread, which then goes straight into the forward pass: the
+        Python work before it (the tokenizer, the BLAS limit) would otherwise wait for the
+        GIL while the caller runs the lexical leg (docs/scaling.md)."""
         out = np.empty((len(texts), self.dim), dtype=np.float32)
         if len(texts) == 0:
-            return out
+            return lambda: out
         ids = [enc.ids for enc in self._encode(texts)]
         lengths = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
         batches = self._batches(lengths)
@@ -268,18 +279,24 @@ class PieceBatchedEncoder:
         def forward(members: np.ndarray) -> np.ndarray:
             return self._forward([ids[i] for i in members], lengths[members])
 
-        if len(batches) == 1 and int(lengths.sum()) <= _SMALL_CALL_TOKENS:
-            with one_blas_thread():  # a question: see _SMALL_CALL_TOKENS
-                out[batches[0]] = forward(batches[0])
+        def run() -> np.ndarray:
+            if len(batches) == 1 and int(lengths.sum()) <= _SMALL_CALL_TOKENS:
+                if not self._numpy_forward:  # no BLAS to hold to one thread
+                    out[batches[0]] = forward(batches[0])
+                    return out
+                with one_blas_thread():  # a question: see _SMALL_CALL_TOKENS
+                    out[batches[0]] = forward(batches[0])
+                return out
+            if len(batches) == 1 or self._workers == 1:
+                for members in batches:
+                    out[members] = forward(members)
+                return out
+            with one_blas_thread(), ThreadPoolExecutor(self._workers) as pool:
+                for members, vectors in zip(batches, pool.map(forward, batches), strict=True):
+                    out[members] = vectors
             return out
-        if len(batches) == 1 or self._workers == 1:
-            for members in batches:
-                out[members] = forward(members)
-            return out
-        with one_blas_thread(), ThreadPoolExecutor(self._workers) as pool:
-            for members, vectors in zip(batches, pool.map(forward, batches), strict=True):
-                out[members] = vectors
-        return out
+
+        return run
 
     def _batches(self, lengths: np.ndarray) -> list[np.ndarray]:
         """Input positions grouped by similar length, each group within the token budget."""

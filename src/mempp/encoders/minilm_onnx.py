@@ -72,6 +72,8 @@ class OnnxMiniLMEmbedder(MiniLMEmbedder):
     cores, where both are already the session's).
     """
 
+    _numpy_forward = False  # ONNX Runtime runs the products on threads of its own
+
     def __init__(
         self,
         model_dir: str | Path | None = None,

@@ -42,6 +42,8 @@ class OnnxMPNetEmbedder(MPNetEmbedder):
     ``benchmarks/bench_onnx_threads.py``), for a question that is over the search budget
     either way."""
 
+    _numpy_forward = False  # ONNX Runtime runs the products on threads of its own
+
     def __init__(
         self,
         model_dir: str | Path | None = None,
