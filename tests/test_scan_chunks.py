@@ -153,6 +153,14 @@ def test_both_engines_return_what_the_unsplit_scan_returns(
             ]
         )
     runs: dict[str, list[list[tuple[int, float]]]] = {}
+    shared: list[int] = []
+    wait = vectors._SharedScan.wait
+
+    def counted_wait(self: vectors._SharedScan) -> None:
+        shared.append(1)
+        wait(self)
+
+    monkeypatch.setattr(vectors._SharedScan, "wait", counted_wait)
     for label, threads in (("one part", 1), ("chunks", 3)):
         monkeypatch.setattr(vectors, "SCAN_THREADS", threads)
         monkeypatch.setattr(vectors, "_PARALLEL_ROWS", 64)
@@ -164,5 +172,8 @@ def test_both_engines_return_what_the_unsplit_scan_returns(
                 for q, vector in zip(questions, _RandomEmbedder().embed(questions), strict=True)
                 for as_of, bound in ((None, None), ("2024-05-01", parse_as_of("2024-05-01")))
             ]
+        if label == "one part":
+            assert not shared
+    assert shared  # the engine's vector leg scanned in chunks
     assert runs["chunks"] == runs["one part"]
     assert all(runs["one part"])
