@@ -109,6 +109,10 @@ def variant_spec(variant: str, layers: int) -> tuple[str, dict[str, Any]]:
             spec["kinds"] = (part,)
         elif part == "mid":  # the first and last layers stay float32
             spec["skip_layers"] = (0, layers - 1)
+        elif part.startswith("d") and part[1:].isdigit():  # SmoothQuant alpha of the down
+            spec["down_alpha"] = int(part[1:]) / 10
+        elif part.startswith("dl") and part[2:].isdigit():  # the down products of layers < N
+            spec["down_layers"] = int(part[2:])
         elif part.startswith("sq"):  # SmoothQuant, alpha in tenths: sq5 = 0.5
             spec["smooth"] = int(part[2:] or 5) / 10
         elif part == "mid2":
@@ -142,8 +146,17 @@ def build_variant(
         if name.split("_", 1)[1] in spec["kinds"]
         and int(name.split("_", 1)[0][1:]) not in spec["skip_layers"]
     ]
+    if "down_layers" in spec:
+        chosen += [f"l{i}_down" for i in range(spec["down_layers"]) if f"l{i}_down" in weighted]
+        chosen = list(dict.fromkeys(chosen))
     if "smooth" in spec:
-        smooth(model, chosen, calibration, spec["smooth"])
+        alphas = {
+            name: spec.get("down_alpha", spec["smooth"])
+            if name.endswith("_down")
+            else spec["smooth"]
+            for name in chosen
+        }
+        smooth(model, chosen, calibration, alphas)
     named = out / f".{variant}-named.onnx"
     onnx.save(model, str(named))
     weight_type = QuantType.QUInt8 if spec["weight_type"] == "u8" else QuantType.QInt8
@@ -204,7 +217,7 @@ def column_maxima(model: Any, inputs: list[str], feeds: list[Any]) -> dict[str, 
     return maxima
 
 
-def smooth(model: Any, chosen: list[str], feeds: list[Any], alpha: float) -> None:
+def smooth(model: Any, chosen: list[str], feeds: list[Any], alphas: dict[str, float]) -> None:
     """SmoothQuant: divide each input column j of a chosen MatMul by s_j and multiply row j of
     its weight by s_j (the product is unchanged), s_j = max|x_j|^alpha / max|w_j|^(1-alpha),
     so that a few outlier columns of the activations no longer set the one per-call scale.
@@ -220,6 +233,7 @@ def smooth(model: Any, chosen: list[str], feeds: list[Any], alpha: float) -> Non
         weight = numpy_helper.to_array(tensor)
         x_max = np.maximum(maxima[node.input[0]], 1e-5)
         w_max = np.maximum(np.abs(weight).max(axis=1), 1e-5)
+        alpha = alphas[name]
         scale = (x_max**alpha / w_max ** (1 - alpha)).astype(np.float32)
         tensor.CopyFrom(
             numpy_helper.from_array((weight * scale[:, None]).astype(np.float32), tensor.name)
