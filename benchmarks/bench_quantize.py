@@ -15,7 +15,14 @@ calibrated on real mail), and is measured on real texts that are not benchmark q
         --store /work/mpnet-cache/locomo-aa4988f991bd4de0/store.db-vectors.f32 \
         --variants fp32 dyn-all dyn-rr --out /tmp/q8/models
 
-The quantized files are written to ``--out`` (one per variant, kept for later runs).
+The quantized files are written to ``--out`` (one per variant, kept for later runs). A variant
+name is a method and options joined by ``-``: ``dyn`` (``quantize_dynamic``) or ``qdq``
+(``quantize_static``, QDQ, calibrated on other snippets of the same mail); ``rr`` reduce_range;
+``u8`` uint8 weights; ``pt`` per-tensor weights; ``sqN`` SmoothQuant with alpha N/10; which
+products: ``all`` (default), ``nodown``, ``ffn``, ``noffn2`` (query/key/value and attention
+output only), a kind alone (``qkv``, ``out``, ``up``, ``down``), ``mid`` / ``mid2`` (first and
+last one / two layers left float32), ``dlN`` (also the down-projections of layers < N) with
+``dN`` (their SmoothQuant alpha N/10). ``docs/encoders.md`` has the figures.
 """
 
 from __future__ import annotations
