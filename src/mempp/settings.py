@@ -18,6 +18,7 @@ ReserveRule = Literal["paper", "scaled"]
 StopWords = Literal["short", "english"]
 ContextCredit = Literal["self", "members"]
 KeywordMatch = Literal["substring", "prefix"]
+ContextOrigin = Literal["index", "query"]
 LEGS = ("lex", "tag", "vec", "kw", "ctx")
 
 
@@ -53,7 +54,10 @@ class Settings:
     ``w_ctx`` (0 = off) weighs the context leg, a vector leg over each record read with its
     predecessors in its thread (stores with the context index on; see ``mempp.context``),
     fused with the other three legs; ``ctx_credit`` says whom its hit credits: the record
-    (``"self"``) or the record, then the predecessors its context read (``"members"``).
+    (``"self"``) or the record, then the predecessors its context read (``"members"``);
+    ``ctx_source`` where the contexts come from: the context index (``"index"``) or, needing
+    no index, the sum rule's contexts scored at query time over the vector leg's candidates
+    and their thread followers (``"query"``, ``mempp.search.query_context``).
     """
 
     w_lex: float = 1.0
@@ -79,6 +83,7 @@ class Settings:
     w_ctx: float = 0.0
     ctx_credit: ContextCredit = "self"
     kw_match: KeywordMatch = "substring"
+    ctx_source: ContextOrigin = "index"
 
     def __post_init__(self) -> None:
         for leg in (*LEGS, "date"):
@@ -112,6 +117,8 @@ class Settings:
             raise InvalidInput(f"ctx_credit must be 'self' or 'members', got {self.ctx_credit!r}")
         if self.kw_match not in ("substring", "prefix"):
             raise InvalidInput(f"kw_match must be 'substring' or 'prefix', got {self.kw_match!r}")
+        if self.ctx_source not in ("index", "query"):
+            raise InvalidInput(f"ctx_source must be 'index' or 'query', got {self.ctx_source!r}")
         if self.stop_words not in ("short", "english"):
             raise InvalidInput(f"stop_words must be 'short' or 'english', got {self.stop_words!r}")
         for flag in ("phrases", "unique_stems", "as_of_in_question"):

@@ -21,6 +21,7 @@ from mempp.search import stages
 from mempp.search.fusion import Fused, add_date_leg, add_thread_context, rrf
 from mempp.search.keyword import keyword_terms, prefix_terms
 from mempp.search.query import date_spans, lexical_query, question_as_of, tag_labels
+from mempp.search.query_context import query_contexts
 from mempp.search.reserve import recency, select_with_reserve
 from mempp.search.row_facts import RowFacts
 from mempp.search.stages import stage, timed
@@ -109,7 +110,10 @@ def run_legs(
             lambda: store.dated_within(scope, spans, as_of, limit, filters=filters),
         )
     contexts = context_store(store) if settings.w_ctx > 0 else None
-    if (settings.w_vec > 0 or contexts is not None) and query_vector is not None:
+    at_query = settings.w_ctx > 0 and settings.ctx_source == "query"
+    if at_query:
+        contexts = None  # scored after the vector leg, from its rows (query_context)
+    if (settings.w_vec > 0 or contexts is not None or at_query) and query_vector is not None:
         call, encoding = _vector_call(query_vector, beside_other_legs=bool(calls))
         vector = _once(call)
         if facts is not None and encoding is not None:
@@ -128,7 +132,17 @@ def run_legs(
     found = dict(zip(calls, store.gather(list(calls.values())), strict=True))
     lex, tag, vec, kw, ctx = (found.get(leg, []) for leg in ("lex", "tag", "vec", "kw", "ctx"))
     if ctx and contexts is not None and settings.ctx_credit == "members":
-        ctx = credited(contexts, scope, ctx, as_of, filters)
+        ctx = credited(contexts, scope, ctx, as_of, filters, contexts.context_members(ctx))
+    if at_query and query_vector is not None and isinstance(store, ContextStore):
+        with stage(stages.CONTEXT):
+            rows = vec if settings.w_vec > 0 else []
+            if settings.w_vec <= 0:  # the candidates are the vector leg's, run or not
+                rows = store.nearest(scope, vector(), as_of, limit, filters=filters)
+            ctx, members = query_contexts(
+                store, scope, rows, vector(), as_of, limit, filters=filters
+            )
+            if ctx and settings.ctx_credit == "members":
+                ctx = credited(store, scope, ctx, as_of, filters, members)
     dated: list[int] = []
     if spans:
         # The legs' own candidates dated in the spans, then the newest other such rows.
@@ -141,11 +155,16 @@ def run_legs(
 
 
 def credited(
-    store: ContextStore, scope: str, hits: list[int], as_of: int | None, filters: Filters
+    store: ContextStore,
+    scope: str,
+    hits: list[int],
+    as_of: int | None,
+    filters: Filters,
+    members: dict[int, tuple[int, ...]],
 ) -> list[int]:
-    """The context leg's hits, each followed by the predecessors its context read (nearest
-    first) that are in the search's scope and not listed yet."""
-    members = store.context_members(hits)
+    """The context leg's hits, each followed by the predecessors its context read
+    (``members``, oldest first; listed nearest first) that are in the search's scope and not
+    listed yet."""
     wanted = {m for row in hits for m in members.get(row, ())}
     eligible = store.context_eligible(scope, wanted, as_of, filters) if wanted else set()
     listed: list[int] = []

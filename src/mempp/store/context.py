@@ -189,6 +189,11 @@ class ContextStore(Protocol):
         """The sources of the contexts of ``ids`` by the rule above, in id order."""
         ...
 
+    def rule_sources(self, ids: Collection[int], rule: ContextRule) -> list[ContextSource]:
+        """The sources of the contexts of ``ids`` by ``rule``, whether the index is on or not
+        (the query-time contexts, ``mempp.search.query_context``), in id order."""
+        ...
+
     def store_contexts(
         self, encoder: tuple[str, int], sources: Sequence[ContextSource], vectors: np.ndarray
     ) -> None:

@@ -57,7 +57,8 @@ OPTIONAL_INDEXES: dict[str, OptionalIndex] = {
         "a second vector per record over it and its predecessors in its thread, for the "
         "context leg (by default the sum of their stored vectors: no encoding)",
         "w_ctx",
-        lambda settings: settings.w_ctx > 0,
+        # The query-time contexts (ctx_source="query") read only the stored record vectors.
+        lambda settings: settings.w_ctx > 0 and settings.ctx_source == "index",
     ),
 }
 

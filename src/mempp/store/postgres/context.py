@@ -301,6 +301,12 @@ class _ContextMixin(_ReplicasMixin):
                 return []
             return sources(conn, ids, rule)
 
+    def rule_sources(self, ids: Collection[int], rule: ContextRule) -> list[ContextSource]:
+        if not ids:
+            return []
+        with self._connection() as conn:
+            return sources(conn, ids, rule)
+
     def store_contexts(
         self, encoder: tuple[str, int], sources: Sequence[ContextSource], vectors: np.ndarray
     ) -> None:

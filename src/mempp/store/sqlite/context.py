@@ -330,6 +330,16 @@ class _ContextMixin(_SQLiteBase):
                 return []
             return sources(self._conn, ids, rule)
 
+    def rule_sources(self, ids: Collection[int], rule: ContextRule) -> list[ContextSource]:
+        if not ids:
+            return []
+        with self._lock:
+            self._conn.execute("BEGIN")  # one snapshot for every row's walk
+            try:
+                return sources(self._conn, ids, rule)
+            finally:
+                self._conn.execute("COMMIT")
+
     def store_contexts(
         self, encoder: tuple[str, int], sources: Sequence[ContextSource], vectors: np.ndarray
     ) -> None:
