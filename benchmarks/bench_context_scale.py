@@ -2,7 +2,8 @@
 (threads of ``--thread`` rows, dated in thread order, random unit vectors under MiniLM's name
 and width, texts of words drawn from a fixed vocabulary), its context index enabled and
 filled by the same stand-in encoder, then ``Memory.search`` p50 / p95 over ``--queries``
-questions of three vocabulary words, with and without the context leg.
+questions of three vocabulary words, with and without the context leg (from the index, and
+scored at query time, ``ctx_source="query"``; alone and beside the prefix keyword leg).
 
 Only the store's own cost is measured: the stand-in encoder takes no time, so the question's
 encoding (15-20 ms with MiniLM) and the contexts' encoding are left out.
@@ -93,12 +94,24 @@ def main() -> None:
             questions = [" ".join(rng.choice(VOCABULARY, size=3)) for _ in range(args.queries)]
             plain = preset("default")
             context = plain.with_(w_ctx=0.5, ctx_credit="members")
-            for settings in (plain, context):  # warm both: the first search loads the copies
+            pair = preset("default-keyword-context").with_(kw_match="prefix")
+            systems = {
+                "default": plain,
+                "default + ctx 0.5 members": context,
+                "default + ctx 0.5 members, query time": context.with_(ctx_source="query"),
+                "default-keyword-context, prefix": pair,
+                "default-keyword-context, prefix, query time": pair.with_(ctx_source="query"),
+            }
+            for settings in systems.values():  # warm each: the first search loads the copies
                 memory.search(questions[0], settings=settings)
-            for name, settings in (("default", plain), ("default + ctx 0.5 members", context)):
-                times = _latencies(memory, questions, settings)
-                p95 = statistics.quantiles(times, n=20)[-1]
-                print(f"{name}: p50 {statistics.median(times):.1f} ms, p95 {p95:.1f} ms")
+            # Question by question, every system in turn: the machine's load falls on each alike.
+            times: dict[str, list[float]] = {name: [] for name in systems}
+            for question in questions:
+                for name, settings in systems.items():
+                    times[name] += _latencies(memory, [question], settings)
+            for name, taken in times.items():
+                p95 = statistics.quantiles(taken, n=20)[-1]
+                print(f"{name}: p50 {statistics.median(taken):.1f} ms, p95 {p95:.1f} ms")
         # A new process's first context search: the leg's int8 copy mapped from the file
         # saved beside the database, then (the file removed) built from the table again.
         saved = Path(f"{path}-context.arrays")

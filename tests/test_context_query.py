@@ -18,7 +18,7 @@ from mempp import Memory
 from mempp.errors import InvalidInput
 from mempp.settings import Settings, preset
 from mempp.store import indexes
-from mempp.store.context import ContextRule
+from mempp.store.context import FIRST_WINDOW, ContextRule, ContextStore
 from test_context_leg import AS_OF, BATCHES, KEYWORDS, QUESTIONS, _ctx_leg, _key, _shown, _write
 
 from conftest import KeywordEmbedder
@@ -178,3 +178,42 @@ def test_both_engines_rank_alike(tmp_path: Any, pg_url: str) -> None:  # noqa: F
             )
     assert found[0] == found[1]
     assert np.any([any(r for _, r in hits) for hits in found[0]])
+
+
+def test_a_batched_read_picks_what_the_whole_window_picks(
+    engine_location: str,  # noqa: F811
+) -> None:
+    """The batched walk reads 16 rows of each thread; a record whose predecessors lie further
+    back (late arrivals between them, which it may not read) is read whole, as the index's
+    own write reads it."""
+    embedder = KeywordEmbedder(KEYWORDS)
+    with Memory(engine_location, embedder=embedder) as memory:
+        memory.enable_context(rule=ContextRule("sum", 2, decay=0.5))
+        first = memory.add("alpha first", date="2023-01-01", thread="t").id
+        record = memory.add("beta record", date="2023-01-30", thread="t").id
+        late = memory.add_many(
+            [
+                {"text": f"gamma late {i}", "date": f"2023-01-{2 + i:02d}", "thread": "t"}
+                for i in range(FIRST_WINDOW + 4)
+            ]
+        )
+        reverse = memory.add_many(
+            [
+                {"text": f"delta {i}", "date": f"2023-03-{28 - i:02d}", "thread": "r"}
+                for i in range(5)
+            ]
+        )
+        memory.add("undated", thread="t")
+        ids = [first, record, *(r.id for r in late), *(r.id for r in reverse)]
+        ids = [i for i in ids if i is not None] + [ids[-1] + 1]
+        store = memory.store
+        assert isinstance(store, ContextStore)
+        read = store.sum_sources(ids, 2)
+        stored = store.context_members(ids)
+        assert {row: members for row, (members, _) in read.items()} == {
+            row: members for row, members in stored.items() if members
+        }
+        assert read[record][0] == (first,)  # found past the 16 late rows
+        for row, (members, vectors) in read.items():
+            own = store.sum_sources([row], 2)[row]
+            assert own[0] == members and np.array_equal(own[1], vectors)

@@ -56,13 +56,10 @@ def query_contexts(
     # to the newer row, so that where both see a row they rank it alike.
     question = np.asarray(vector, dtype=np.float32).reshape(-1).astype(np.float64)
     scored: list[tuple[float, int]] = []
-    members: dict[int, tuple[int, ...]] = {}
-    for source in store.rule_sources(candidates, rule):
-        if not source.members or source.vectors is None:
-            continue
-        members[source.record_id] = source.members
-        context = rule.combine(source.vectors).astype(np.float64)
-        scored.append((float(context @ question), source.record_id))
+    found = store.sum_sources(candidates, rule.depth)
+    for row, (_, vectors) in found.items():
+        context = rule.combine(vectors).astype(np.float64)
+        scored.append((float(context @ question), row))
     scored.sort(key=lambda pair: (-pair[0], -pair[1]))
     ranked = [row for _, row in scored[:limit]]
-    return ranked, {row: members[row] for row in ranked}
+    return ranked, {row: found[row][0] for row in ranked}

@@ -189,9 +189,10 @@ class ContextStore(Protocol):
         """The sources of the contexts of ``ids`` by the rule above, in id order."""
         ...
 
-    def rule_sources(self, ids: Collection[int], rule: ContextRule) -> list[ContextSource]:
-        """The sources of the contexts of ``ids`` by ``rule``, whether the index is on or not
-        (the query-time contexts, ``mempp.search.query_context``), in id order."""
+    def sum_sources(self, ids: Collection[int], depth: int) -> dict[int, SumSource]:
+        """The sum rule's sources of the contexts of ``ids`` at ``depth``, whether the index is
+        on or not (the query-time contexts, ``mempp.search.query_context``): rows with at
+        least one predecessor only, read in one snapshot, batched (``window_picks``)."""
         ...
 
     def store_contexts(
@@ -297,6 +298,39 @@ def pick_members(
         if len(chosen) == depth:
             break
     return chosen[::-1]
+
+
+#: What the sum rule reads of one record: its predecessors' ids (oldest first) and the stored
+#: vectors of them, then of the record (float32, one row each).
+SumSource = tuple[tuple[int, ...], np.ndarray]
+# Rows of each record's thread walk a batched read takes (``window_picks``): chat written in
+# order finds its predecessors among the first few; a record that does not is read alone.
+FIRST_WINDOW = 16
+
+
+def window_picks(
+    rows: Sequence[tuple[int, int | None, int, int, int | None, int]], depth: int, first: int
+) -> tuple[dict[int, list[int]], list[int]]:
+    """``pick_members`` over a batched walk: ``rows`` are (record id, event key, ingested key,
+    then the same of a row among the first ``first`` of its thread walk, in any order). The
+    picks of each record, and the records that need their whole window read (fewer than
+    ``depth`` picked from a walk that may have gone on): the rule's answer either way."""
+    windows: dict[int, list[tuple[int, int | None, int]]] = {}
+    records: dict[int, tuple[int, int | None, int]] = {}
+    for record_id, event, ingested, row_id, row_event, row_ingested in rows:
+        records[record_id] = (record_id, event, ingested)
+        windows.setdefault(record_id, []).append((row_id, row_event, row_ingested))
+    picked: dict[int, list[int]] = {}
+    whole: list[int] = []
+    for record_id, window in windows.items():
+        # The walk's order: the place in the thread (event date, else ingest time), then id.
+        window.sort(key=lambda r: (r[1] if r[1] is not None else r[2], r[0]), reverse=True)
+        chosen = pick_members(records[record_id], window, depth)
+        if len(chosen) < depth and len(window) >= first:
+            whole.append(record_id)
+        elif chosen:
+            picked[record_id] = chosen
+    return picked, whole
 
 
 def context_check(

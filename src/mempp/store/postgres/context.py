@@ -23,12 +23,15 @@ from mempp.index.vectors import UNDATED, ExactVectorIndex
 from mempp.store.context import (
     CONTEXT_WINDOW,
     DEFAULT_DEPTH,
+    FIRST_WINDOW,
     ContextRule,
     ContextSource,
     Encode,
+    SumSource,
     context_check,
     make_vectors,
     pick_members,
+    window_picks,
 )
 from mempp.store.filter_sql import filter_condition
 from mempp.store.indexes import meta_key
@@ -176,6 +179,40 @@ def sources(conn: Any, ids: Collection[int], rule: ContextRule) -> list[ContextS
     return found
 
 
+def sum_sources(conn: Any, ids: Collection[int], depth: int) -> dict[int, SumSource]:
+    """The sum rule's sources of ``ids`` (``ContextStore.sum_sources``), as SQLite reads them:
+    the first ``FIRST_WINDOW`` rows of each record's thread walk in one statement, a record
+    whose predecessors lie further back read by ``sources``, then one read of the vectors."""
+    rows = conn.execute(
+        """SELECT c.id, c.event_key, c.ingested_key, w.id, w.event_key, w.ingested_key
+           FROM records c CROSS JOIN LATERAL (
+               SELECT m.id, m.event_key, m.ingested_key FROM records m
+               WHERE m.scope = c.scope AND m.thread = c.thread
+                 AND coalesce(m.event_key, m.ingested_key)
+                     <= coalesce(c.event_key, c.ingested_key)
+               ORDER BY coalesce(m.event_key, m.ingested_key) DESC, m.id DESC
+               LIMIT %(first)s) w
+           WHERE c.id = ANY(%(ids)s::bigint[]) AND c.thread IS NOT NULL
+             AND NOT EXISTS (SELECT 1 FROM redactions x WHERE x.record_id = c.id)""",
+        {"ids": sorted({int(i) for i in ids}), "first": FIRST_WINDOW},
+    ).fetchall()
+    picked, whole = window_picks(rows, depth, FIRST_WINDOW)
+    for source in sources(conn, whole, ContextRule("sum", depth)) if whole else []:
+        if source.members:
+            picked[source.record_id] = list(source.members)
+    wanted = sorted({m for members in picked.values() for m in members} | set(picked))
+    with conn.cursor(binary=True) as cursor:  # pgvector's binary loader copies the floats
+        stored = dict(
+            cursor.execute(
+                "SELECT id, embedding FROM records WHERE id = ANY(%s::bigint[])", (wanted,)
+            ).fetchall()
+        )
+    return {
+        row: (tuple(members), np.stack([_as_float32(stored[m]) for m in [*members, row]]))
+        for row, members in picked.items()
+    }
+
+
 def write_rows(
     conn: Any, encoder: tuple[str, int], sources: Sequence[ContextSource], vectors: np.ndarray
 ) -> None:
@@ -301,11 +338,11 @@ class _ContextMixin(_ReplicasMixin):
                 return []
             return sources(conn, ids, rule)
 
-    def rule_sources(self, ids: Collection[int], rule: ContextRule) -> list[ContextSource]:
+    def sum_sources(self, ids: Collection[int], depth: int) -> dict[int, SumSource]:
         if not ids:
-            return []
+            return {}
         with self._connection() as conn:
-            return sources(conn, ids, rule)
+            return sum_sources(conn, ids, depth)
 
     def store_contexts(
         self, encoder: tuple[str, int], sources: Sequence[ContextSource], vectors: np.ndarray

@@ -27,16 +27,20 @@ from mempp.index.vectors import ExactVectorIndex
 from mempp.store.context import (
     CONTEXT_WINDOW,
     DEFAULT_DEPTH,
+    FIRST_WINDOW,
     ContextRule,
     ContextSource,
     Encode,
+    SumSource,
     context_check,
     make_vectors,
     pick_members,
+    window_picks,
 )
 from mempp.store.filter_sql import filter_condition
 from mempp.store.indexes import Progress, meta_key
 from mempp.store.sqlite import context_file
+from mempp.store.sqlite.legs import thread_key
 from mempp.store.sqlite.schema import _SQLiteBase
 from mempp.store.sqlite.vector_file import VECTOR_FILE_MIN_ROWS
 from mempp.store.verify import Check
@@ -199,6 +203,44 @@ def sources(
     return found
 
 
+def sum_sources(conn: sqlite3.Connection, ids: Collection[int], depth: int) -> dict[int, SumSource]:
+    """The sum rule's sources of ``ids`` (``ContextStore.sum_sources``): one statement walks
+    the first ``FIRST_WINDOW`` rows of each record's thread (the records_thread index, as
+    ``sources`` walks it), a record whose predecessors lie further back is read by
+    ``sources``, then one read of the vectors."""
+    rows = conn.execute(
+        f"""SELECT c.id, c.event_key, c.ingested_key, w.id, w.event_key, w.ingested_key
+            FROM records c JOIN records w ON w.id IN (
+                SELECT m.id FROM records m INDEXED BY records_thread
+                WHERE m.scope = c.scope AND m.thread = c.thread
+                  AND {thread_key("m")} <= {thread_key("c")}
+                ORDER BY {thread_key("m")} DESC, m.id DESC
+                LIMIT :first)
+            WHERE c.id IN (SELECT value FROM json_each(:ids)) AND c.thread IS NOT NULL
+              AND c.id NOT IN (SELECT record_id FROM redactions)""",
+        {"ids": json.dumps(sorted({int(i) for i in ids})), "first": FIRST_WINDOW},
+    ).fetchall()
+    picked, whole = window_picks(rows, depth, FIRST_WINDOW)
+    for source in sources(conn, whole, ContextRule("sum", depth)) if whole else []:
+        if source.members:
+            picked[source.record_id] = list(source.members)
+    wanted = {m for members in picked.values() for m in members} | set(picked)
+    stored = dict(
+        conn.execute(
+            "SELECT id, embedding FROM records WHERE id IN (SELECT value FROM json_each(?))",
+            (json.dumps(sorted(wanted)),),
+        ).fetchall()
+    )
+    found = {}
+    for row, members in picked.items():
+        blob = b"".join(stored[m] for m in [*members, row])
+        found[row] = (
+            tuple(members),
+            np.frombuffer(blob, dtype="<f4").reshape(len(members) + 1, -1),
+        )
+    return found
+
+
 def write_rows(
     conn: sqlite3.Connection,
     encoder: tuple[str, int],
@@ -330,13 +372,13 @@ class _ContextMixin(_SQLiteBase):
                 return []
             return sources(self._conn, ids, rule)
 
-    def rule_sources(self, ids: Collection[int], rule: ContextRule) -> list[ContextSource]:
+    def sum_sources(self, ids: Collection[int], depth: int) -> dict[int, SumSource]:
         if not ids:
-            return []
+            return {}
         with self._lock:
             self._conn.execute("BEGIN")  # one snapshot for every row's walk
             try:
-                return sources(self._conn, ids, rule)
+                return sum_sources(self._conn, ids, depth)
             finally:
                 self._conn.execute("COMMIT")
 
