@@ -18,7 +18,7 @@ from mempp import Memory
 from mempp.errors import InvalidInput
 from mempp.settings import Settings, preset
 from mempp.store import indexes
-from mempp.store.context import FIRST_WINDOW, ContextRule, ContextStore
+from mempp.store.context import CONTEXT_WINDOW, ContextRule, ContextStore
 from test_context_leg import AS_OF, BATCHES, KEYWORDS, QUESTIONS, _ctx_leg, _key, _shown, _write
 
 from conftest import KeywordEmbedder
@@ -183,7 +183,7 @@ def test_both_engines_rank_alike(tmp_path: Any, pg_url: str) -> None:  # noqa: F
 def test_a_batched_read_picks_what_the_whole_window_picks(
     engine_location: str,  # noqa: F811
 ) -> None:
-    """The batched walk reads 16 rows of each thread; a record whose predecessors lie further
+    """The batched walk reads a few rows of each thread; a record whose predecessors lie further
     back (late arrivals between them, which it may not read) is read whole, as the index's
     own write reads it."""
     embedder = KeywordEmbedder(KEYWORDS)
@@ -194,7 +194,7 @@ def test_a_batched_read_picks_what_the_whole_window_picks(
         late = memory.add_many(
             [
                 {"text": f"gamma late {i}", "date": f"2023-01-{2 + i:02d}", "thread": "t"}
-                for i in range(FIRST_WINDOW + 4)
+                for i in range(20)
             ]
         )
         reverse = memory.add_many(
@@ -204,16 +204,33 @@ def test_a_batched_read_picks_what_the_whole_window_picks(
             ]
         )
         memory.add("undated", thread="t")
+        # More rows at one place in a thread (one date) than the rule's window holds: the
+        # rows stored after a record there fill its window before its predecessors.
+        same = memory.add_many(
+            [
+                {"text": f"beta same {i}", "date": "2023-05-01", "thread": "s"}
+                for i in range(CONTEXT_WINDOW + 8)
+            ]
+        )
         ids = [first, record, *(r.id for r in late), *(r.id for r in reverse)]
+        ids += [r.id for r in same[:12]] + [r.id for r in same[-12:]]
         ids = [i for i in ids if i is not None] + [ids[-1] + 1]
         store = memory.store
         assert isinstance(store, ContextStore)
         read = store.sum_sources(ids, 2)
-        stored = store.context_members(ids)
-        assert {row: members for row, (members, _) in read.items()} == {
-            row: members for row, members in stored.items() if members
+        # The rule applied to the rows as they are now (a rebuild's reading) ...
+        rule = {s.record_id: s.members for s in store.context_sources(ids) if s.members}
+        assert {row: members for row, (members, _) in read.items()} == rule
+        # ... which is what each write read, but where more rows stored later sit at a
+        # record's place than its window holds: then it reads fewer (never others).
+        written = {row: members for row, members in store.context_members(ids).items() if members}
+        crowded = {r.id for r in same}
+        assert {r: m for r, m in rule.items() if r not in crowded} == {
+            r: m for r, m in written.items() if r not in crowded
         }
-        assert read[record][0] == (first,)  # found past the 16 late rows
+        assert rule[same[-1].id] == written[same[-1].id]  # the last: nothing after it
+        assert same[1].id not in rule and written[same[1].id] == (same[0].id,)
+        assert read[record][0] == (first,)  # found past the 20 late rows
         for row, (members, vectors) in read.items():
             own = store.sum_sources([row], 2)[row]
             assert own[0] == members and np.array_equal(own[1], vectors)

@@ -303,22 +303,29 @@ def pick_members(
 #: What the sum rule reads of one record: its predecessors' ids (oldest first) and the stored
 #: vectors of them, then of the record (float32, one row each).
 SumSource = tuple[tuple[int, ...], np.ndarray]
-# Rows of each record's thread walk a batched read takes (``window_picks``): chat written in
-# order finds its predecessors among the first few; a record that does not is read alone.
-FIRST_WINDOW = 16
+# Rows beyond ``depth`` of each record's thread walk a batched read takes (``window_picks``;
+# the walk starts at the record itself): chat written in order finds its predecessors right
+# there; a record that does not is read alone.
+FIRST_EXTRA = 2
 
 
 def window_picks(
-    rows: Sequence[tuple[int, int | None, int, int, int | None, int]], depth: int, first: int
+    rows: Sequence[tuple[int, int | None, int, int, int, int | None, int]], depth: int, first: int
 ) -> tuple[dict[int, list[int]], list[int]]:
     """``pick_members`` over a batched walk: ``rows`` are (record id, event key, ingested key,
-    then the same of a row among the first ``first`` of its thread walk, in any order). The
-    picks of each record, and the records that need their whole window read (fewer than
-    ``depth`` picked from a walk that may have gone on): the rule's answer either way."""
+    the rows at the record's place in its thread with a larger id (counted up to
+    ``CONTEXT_WINDOW``), then id, event key, ingested key of a row among the first ``first``
+    of its thread walk from the record's own entry on, in any order). The walk skips the rows
+    at the record's place stored after it, which the rule never picks but which fill its
+    window: the picks of each record, and the records that need their whole window read
+    (fewer than ``depth`` picked from a walk that may have gone on, or a window those rows
+    may have filled first), so the answer is the rule's either way."""
     windows: dict[int, list[tuple[int, int | None, int]]] = {}
     records: dict[int, tuple[int, int | None, int]] = {}
-    for record_id, event, ingested, row_id, row_event, row_ingested in rows:
+    skipped: dict[int, int] = {}
+    for record_id, event, ingested, after, row_id, row_event, row_ingested in rows:
         records[record_id] = (record_id, event, ingested)
+        skipped[record_id] = after
         windows.setdefault(record_id, []).append((row_id, row_event, row_ingested))
     picked: dict[int, list[int]] = {}
     whole: list[int] = []
@@ -326,7 +333,9 @@ def window_picks(
         # The walk's order: the place in the thread (event date, else ingest time), then id.
         window.sort(key=lambda r: (r[1] if r[1] is not None else r[2], r[0]), reverse=True)
         chosen = pick_members(records[record_id], window, depth)
-        if len(chosen) < depth and len(window) >= first:
+        if (len(chosen) < depth and len(window) >= first) or (
+            skipped[record_id] + first > CONTEXT_WINDOW
+        ):
             whole.append(record_id)
         elif chosen:
             picked[record_id] = chosen

@@ -23,7 +23,7 @@ from mempp.index.vectors import UNDATED, ExactVectorIndex
 from mempp.store.context import (
     CONTEXT_WINDOW,
     DEFAULT_DEPTH,
-    FIRST_WINDOW,
+    FIRST_EXTRA,
     ContextRule,
     ContextSource,
     Encode,
@@ -181,22 +181,36 @@ def sources(conn: Any, ids: Collection[int], rule: ContextRule) -> list[ContextS
 
 def sum_sources(conn: Any, ids: Collection[int], depth: int) -> dict[int, SumSource]:
     """The sum rule's sources of ``ids`` (``ContextStore.sum_sources``), as SQLite reads them:
-    the first ``FIRST_WINDOW`` rows of each record's thread walk in one statement, a record
+    the first ``depth + FIRST_EXTRA`` rows of each record's thread walk in one statement, a record
     whose predecessors lie further back read by ``sources``, then one read of the vectors."""
     rows = conn.execute(
-        """SELECT c.id, c.event_key, c.ingested_key, w.id, w.event_key, w.ingested_key
+        """SELECT c.id, c.event_key, c.ingested_key,
+                  (SELECT count(*) FROM (
+                      SELECT 1 FROM records a
+                      WHERE a.scope = c.scope AND a.thread = c.thread
+                        AND coalesce(a.event_key, a.ingested_key)
+                            = coalesce(c.event_key, c.ingested_key)
+                        AND a.id > c.id
+                      LIMIT %(window)s) later),
+                  w.id, w.event_key, w.ingested_key
            FROM records c CROSS JOIN LATERAL (
                SELECT m.id, m.event_key, m.ingested_key FROM records m
                WHERE m.scope = c.scope AND m.thread = c.thread
                  AND coalesce(m.event_key, m.ingested_key)
                      <= coalesce(c.event_key, c.ingested_key)
+                 AND (coalesce(m.event_key, m.ingested_key)
+                      < coalesce(c.event_key, c.ingested_key) OR m.id <= c.id)
                ORDER BY coalesce(m.event_key, m.ingested_key) DESC, m.id DESC
                LIMIT %(first)s) w
            WHERE c.id = ANY(%(ids)s::bigint[]) AND c.thread IS NOT NULL
              AND NOT EXISTS (SELECT 1 FROM redactions x WHERE x.record_id = c.id)""",
-        {"ids": sorted({int(i) for i in ids}), "first": FIRST_WINDOW},
+        {
+            "ids": sorted({int(i) for i in ids}),
+            "first": depth + FIRST_EXTRA,
+            "window": CONTEXT_WINDOW,
+        },
     ).fetchall()
-    picked, whole = window_picks(rows, depth, FIRST_WINDOW)
+    picked, whole = window_picks(rows, depth, depth + FIRST_EXTRA)
     for source in sources(conn, whole, ContextRule("sum", depth)) if whole else []:
         if source.members:
             picked[source.record_id] = list(source.members)

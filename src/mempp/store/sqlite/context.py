@@ -27,7 +27,7 @@ from mempp.index.vectors import ExactVectorIndex
 from mempp.store.context import (
     CONTEXT_WINDOW,
     DEFAULT_DEPTH,
-    FIRST_WINDOW,
+    FIRST_EXTRA,
     ContextRule,
     ContextSource,
     Encode,
@@ -205,22 +205,34 @@ def sources(
 
 def sum_sources(conn: sqlite3.Connection, ids: Collection[int], depth: int) -> dict[int, SumSource]:
     """The sum rule's sources of ``ids`` (``ContextStore.sum_sources``): one statement walks
-    the first ``FIRST_WINDOW`` rows of each record's thread (the records_thread index, as
-    ``sources`` walks it), a record whose predecessors lie further back is read by
+    the first ``depth + FIRST_EXTRA`` rows of each record's thread from its own entry back (the
+    records_thread index, as ``sources`` walks it, and counts the rows at its place stored
+    after it: ``window_picks``), a record whose predecessors may lie further back is read by
     ``sources``, then one read of the vectors."""
     rows = conn.execute(
-        f"""SELECT c.id, c.event_key, c.ingested_key, w.id, w.event_key, w.ingested_key
+        f"""SELECT c.id, c.event_key, c.ingested_key,
+                   (SELECT count(*) FROM (
+                       SELECT 1 FROM records a INDEXED BY records_thread
+                       WHERE a.scope = c.scope AND a.thread = c.thread
+                         AND {thread_key("a")} = {thread_key("c")} AND a.id > c.id
+                       LIMIT :window)),
+                   w.id, w.event_key, w.ingested_key
             FROM records c JOIN records w ON w.id IN (
                 SELECT m.id FROM records m INDEXED BY records_thread
                 WHERE m.scope = c.scope AND m.thread = c.thread
                   AND {thread_key("m")} <= {thread_key("c")}
+                  AND ({thread_key("m")} < {thread_key("c")} OR m.id <= c.id)
                 ORDER BY {thread_key("m")} DESC, m.id DESC
                 LIMIT :first)
             WHERE c.id IN (SELECT value FROM json_each(:ids)) AND c.thread IS NOT NULL
               AND c.id NOT IN (SELECT record_id FROM redactions)""",
-        {"ids": json.dumps(sorted({int(i) for i in ids})), "first": FIRST_WINDOW},
+        {
+            "ids": json.dumps(sorted({int(i) for i in ids})),
+            "first": depth + FIRST_EXTRA,
+            "window": CONTEXT_WINDOW,
+        },
     ).fetchall()
-    picked, whole = window_picks(rows, depth, FIRST_WINDOW)
+    picked, whole = window_picks(rows, depth, depth + FIRST_EXTRA)
     for source in sources(conn, whole, ContextRule("sum", depth)) if whole else []:
         if source.members:
             picked[source.record_id] = list(source.members)
