@@ -49,3 +49,22 @@ def test_http_hits_carry_the_context_leg(served: tuple[str, ServerState]) -> Non
     hits = {hit["text"]: hit for hit in reply.json()["hits"]}
     reply_hit = hits["Yes, last Tuesday!"]
     assert reply_hit["leg_ranks"].get("ctx") == 1 and "ctx" in reply_hit["legs"]
+
+
+def test_the_chat_preset_needs_no_index(tmp_path: Path) -> None:
+    """`chat` is the pair of legs with nothing to enable: over HTTP a store with no optional
+    index answers it, and the reply turn is found through its context."""
+    assert preset("chat") == preset("default-keyword-context").with_(
+        kw_match="prefix", ctx_source="query"
+    )
+    state = ServerState(str(tmp_path / "chat.db"), embedder=KeywordEmbedder(["hiking", "dog"]))
+    memory = state.memory("default")
+    memory.add("Did you take the dog hiking?", author="Ana", date="2024-01-01", thread="s1")
+    memory.add("Yes, last Tuesday!", author="Ben", date="2024-01-01", thread="s1")
+    assert memory.indexes() == ()
+    with live_server(create_app(state), lifespan="on") as url:
+        body = {"query": "hiking with the dog", "preset": "chat"}
+        reply = httpx.post(f"{url}/v1/search", json=body, timeout=30)
+    assert reply.status_code == 200, reply.text
+    hits = {hit["text"]: hit for hit in reply.json()["hits"]}
+    assert hits["Yes, last Tuesday!"]["leg_ranks"].get("ctx") == 1
