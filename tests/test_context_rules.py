@@ -368,3 +368,49 @@ def test_an_erasure_makes_the_sum_rules_contexts_again_in_its_transaction(
         else:  # the text rule needs the encoder: left to Memory.redact's fill
             assert ids[2] not in members and ids[3] not in members
             assert not all(check.ok for check in memory.verify())
+
+
+def test_erasures_in_two_scopes_at_once_both_finish(
+    pg_url: str,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Two erasures in different scopes of one PostgreSQL database, each with contexts to make
+    again, held side by side where they remake them: both commit (the context table's lock is
+    taken first by each, so one waits for the other instead of a deadlock failing one)."""
+    import threading
+
+    from mempp.store.postgres import erasure
+
+    embedder = KeywordEmbedder(KEYWORDS)
+    erased: dict[str, int] = {}
+    for scope in ("a", "b"):
+        with Memory(pg_url, scope=scope, embedder=embedder) as memory:
+            memory.enable_context(rule=SUM)
+            erased[scope] = _add_thread(memory)[1]
+    side_by_side = threading.Barrier(2, timeout=3)
+    real = erasure.remake_contexts
+
+    def held(conn: Any, ids: Any) -> None:
+        try:
+            side_by_side.wait()
+        except threading.BrokenBarrierError:
+            pass  # the other erasure waits for this one's lock: it cannot come here first
+        real(conn, ids)
+
+    monkeypatch.setattr(erasure, "remake_contexts", held)
+    outcome: dict[str, str] = {}
+
+    def erase(scope: str) -> None:
+        try:
+            with Memory(pg_url, scope=scope, embedder=embedder) as memory:
+                memory.redact(erased[scope], reason="test")
+            outcome[scope] = "ok"
+        except Exception as error:  # the test reports what failed, whatever it was
+            outcome[scope] = f"{type(error).__name__}: {error}"
+
+    threads = [threading.Thread(target=erase, args=(scope,)) for scope in ("a", "b")]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert outcome == {"a": "ok", "b": "ok"}

@@ -79,6 +79,10 @@ def drop_contexts_of(conn: Any, scope: str, erased: Sequence[int]) -> list[int]:
     ``remake_contexts`` once the erased rows are gone)."""
     if not erased or not _has_table(conn):
         return []
+    # The lock write_rows takes, taken before this DELETE's weaker one: two erasures in
+    # different scopes (which the scope lock does not order) would otherwise each hold the
+    # weaker lock while waiting for the other's to take the stronger one, a deadlock.
+    conn.execute("LOCK TABLE record_context IN EXCLUSIVE MODE")
     deleted = conn.execute(
         """DELETE FROM record_context WHERE record_id = ANY(%(ids)s::bigint[])
               OR record_id IN (
