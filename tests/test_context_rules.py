@@ -156,7 +156,17 @@ def test_a_bad_rule_is_refused_naming_its_field(tmp_path: Path) -> None:
         assert caught.value.field == name, fields
     # A store from before the rule was a setting holds only its depth: the text rule.
     assert ContextRule.from_meta("3", None) == ContextRule("text", 3, chars=400)
+    with pytest.raises(InvalidInput) as caught:
+        ContextRule.from_meta("three", None)
+    assert caught.value.field == "context_depth"
+    # The part a kind does not read is not stored, so it cannot make two rules differ.
+    assert ContextRule("sum", chars=300) == ContextRule("sum")
+    assert ContextRule("text", decay=0.25) == ContextRule("text")
     embedder = KeywordEmbedder(KEYWORDS)
+    with Memory(str(tmp_path / "again.db"), embedder=embedder) as memory:
+        assert memory.enable_context(rule=ContextRule("sum", chars=300)) == 0
+        _add_thread(memory)
+        assert memory.enable_context(rule=ContextRule("sum", chars=300)) == 0
     with Memory(str(tmp_path / "source.db"), embedder=embedder) as memory:
         memory.enable_context(rule=SUM)
         _add_thread(memory)
@@ -240,6 +250,10 @@ def test_the_cli_sets_the_rule(tmp_path: Path, capsys: pytest.CaptureFixture[str
     assert "only the context index takes a rule" in capsys.readouterr().err
     assert main(["--db", db, "index", "enable", "context", "--decay", "3"]) == 2
     assert "decay" in capsys.readouterr().err
+    assert main(["--db", db, "index", "enable", "context", "--chars", "300"]) == 2
+    assert "the sum rule does not read --chars" in capsys.readouterr().err
+    assert main(["--db", db, "index", "enable", "context", "--rule", "sum"]) == 0
+    assert "; 0 contexts made" in capsys.readouterr().out  # the same rule: nothing again
     with Memory(db) as memory:
         store = memory.store
         assert isinstance(store, ContextStore)

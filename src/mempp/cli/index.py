@@ -110,6 +110,9 @@ def _enable_context(memory: Any, name: str, shaping: dict[str, Any]) -> int:
     current = (store.context_rule() if isinstance(store, ContextStore) else None) or ContextRule()
     fields = {"kind" if key == "rule" else key: value for key, value in shaping.items()}
     rule = replace(current, **fields)
+    unread = "decay" if rule.kind == "text" else "chars"
+    if unread in fields:
+        raise InvalidInput(f"the {rule.kind} rule does not read --{unread}", field=unread)
     was_enabled = "context" in memory.indexes()
     made = memory.enable_context(rule=rule)
     state = "is enabled" if was_enabled else "is built; every write keeps it from now on"

@@ -93,6 +93,13 @@ class ContextRule:
         if isinstance(decay, bool) or not isinstance(decay, int | float) or not 0 < decay <= 1:
             raise InvalidInput(f"must be a number in (0, 1], got {decay!r}", field="decay")
         object.__setattr__(self, "decay", float(decay))
+        # The part the kind does not read is not stored (to_meta), so it is the default here:
+        # a rule read back from the store then equals the one enabled, and enabling it again
+        # makes nothing again.
+        if self.kind == "sum":
+            object.__setattr__(self, "chars", DEFAULT_CHARS)
+        else:
+            object.__setattr__(self, "decay", DEFAULT_DECAY)
 
     def to_meta(self) -> str:
         """The ``context_rule`` meta value (the depth has its own key)."""
@@ -106,18 +113,19 @@ class ContextRule:
         holds no ``context_rule``: its contexts are the text rule's at 400 characters."""
         from mempp.errors import InvalidInput
 
+        try:
+            depth_read = DEFAULT_DEPTH if depth is None else int(depth)
+        except ValueError:
+            raise InvalidInput(f"not a depth: {depth!r}", field="context_depth") from None
         if rule is None:
-            return cls("text", DEFAULT_DEPTH if depth is None else int(depth), DEFAULT_CHARS)
-        fields: dict[str, object] = {}
-        if rule is not None:
-            try:
-                loaded = json.loads(rule)
-            except ValueError:
-                loaded = None
-            if not isinstance(loaded, dict) or set(loaded) - {"kind", "chars", "decay"}:
-                raise InvalidInput(f"not a context rule: {rule!r}", field="context_rule")
-            fields = loaded
-        return cls(depth=DEFAULT_DEPTH if depth is None else int(depth), **fields)  # type: ignore[arg-type]
+            return cls("text", depth_read, DEFAULT_CHARS)
+        try:
+            fields = json.loads(rule)
+        except ValueError:
+            fields = None
+        if not isinstance(fields, dict) or set(fields) - {"kind", "chars", "decay"}:
+            raise InvalidInput(f"not a context rule: {rule!r}", field="context_rule")
+        return cls(depth=depth_read, **fields)
 
     def to_dict(self) -> dict[str, object]:
         """The rule as a dump's header names it (``from_dict`` reads it back)."""
