@@ -391,6 +391,7 @@ def test_erasures_in_two_scopes_at_once_both_finish(
     """Two erasures in different scopes of one PostgreSQL database, each with contexts to make
     again, held side by side where they remake them: both commit (the context table's lock is
     taken first by each, so one waits for the other instead of a deadlock failing one)."""
+    import contextlib
     import threading
 
     from mempp.store.postgres import erasure
@@ -405,10 +406,9 @@ def test_erasures_in_two_scopes_at_once_both_finish(
     real = erasure.remake_contexts
 
     def held(conn: Any, ids: Any) -> None:
-        try:
+        # The other erasure may be waiting for this one's lock, unable to come here first.
+        with contextlib.suppress(threading.BrokenBarrierError):
             side_by_side.wait()
-        except threading.BrokenBarrierError:
-            pass  # the other erasure waits for this one's lock: it cannot come here first
         real(conn, ids)
 
     monkeypatch.setattr(erasure, "remake_contexts", held)

@@ -29,7 +29,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -268,6 +268,34 @@ def make_vectors(
         return None
     vectors[threaded] = encode([context_text(sources[i], rule.chars) for i in threaded])
     return vectors
+
+
+def write_with_records(
+    conn: Any,
+    ids: Sequence[int],
+    encode: Encode | None,
+    *,
+    rule_of: Callable[[Any], ContextRule | None],
+    has_table: Callable[[Any], bool],
+    sources: Callable[[Any, Sequence[int], ContextRule], Sequence[ContextSource]],
+    write_rows: Callable[[Any, tuple[str, int], Sequence[ContextSource], np.ndarray], None],
+) -> None:
+    """Inside the transaction that wrote the records ``ids``, on either engine (its reads and
+    its write given): their contexts, so a record is never stored without one (a crash takes
+    both or neither). The sum rule needs only the stored vectors; the text rule encodes with
+    ``encode`` here (None: the contexts are left to the next ``mempp.context.fill``, which
+    verify's count asks for)."""
+    rule = rule_of(conn)
+    if rule is None or not ids or not has_table(conn):
+        return
+    name, dim = conn.execute(
+        """SELECT (SELECT value FROM mempp_meta WHERE key = 'encoder'),
+                  (SELECT value FROM mempp_meta WHERE key = 'dim')"""
+    ).fetchone()
+    found = sources(conn, ids, rule)
+    vectors = make_vectors(rule, found, encode, int(dim))
+    if vectors is not None and found:
+        write_rows(conn, (str(name), int(dim)), found, vectors)
 
 
 def context_store(store: object) -> ContextStore | None:

@@ -24,6 +24,7 @@ import numpy as np
 from mempp.errors import StoreError
 from mempp.filters import NO_FILTERS, Filters
 from mempp.index.vectors import ExactVectorIndex
+from mempp.store import context as common
 from mempp.store.context import (
     CONTEXT_WINDOW,
     DEFAULT_DEPTH,
@@ -33,7 +34,6 @@ from mempp.store.context import (
     Encode,
     SumSource,
     context_check,
-    make_vectors,
     pick_members,
     window_picks,
 )
@@ -296,21 +296,17 @@ def write_rows(
 
 
 def write_with_records(conn: sqlite3.Connection, ids: Sequence[int], encode: Encode | None) -> None:
-    """Inside the transaction that wrote the records ``ids``: their contexts, so a record is
-    never stored without one (a crash takes both or neither). The sum rule needs only the
-    stored vectors; the text rule encodes with ``encode`` here (None: the contexts are left
-    to the next ``mempp.context.fill``, which verify's count asks for)."""
-    rule = rule_of(conn)
-    if rule is None or not ids or not _has_table(conn):
-        return
-    name, dim = conn.execute(
-        """SELECT (SELECT value FROM mempp_meta WHERE key = 'encoder'),
-                  (SELECT value FROM mempp_meta WHERE key = 'dim')"""
-    ).fetchone()
-    found = sources(conn, ids, rule)
-    vectors = make_vectors(rule, found, encode, int(dim))
-    if vectors is not None and found:
-        write_rows(conn, (str(name), int(dim)), found, vectors)
+    """Inside the transaction that wrote the records ``ids``: their contexts (the engines'
+    common rule, ``mempp.store.context.write_with_records``)."""
+    common.write_with_records(
+        conn,
+        ids,
+        encode,
+        rule_of=rule_of,
+        has_table=_has_table,
+        sources=sources,
+        write_rows=write_rows,
+    )
 
 
 class _ContextMixin(_SQLiteBase):
