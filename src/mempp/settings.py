@@ -179,51 +179,6 @@ PRESETS: dict[str, Settings] = {
         lexical_rank="bm25",
         reserve_rule="scaled",
     ),
-    # The default with the keyword leg (docs/retrieval.md): it gains on LoCoMo's chat turns on
-    # both halves and lowers OrgMemBench's test half, so it is a choice, not the default.
-    "default-keyword": Settings(
-        w_lex=1.0,
-        w_tag=0.25,
-        w_vec=1.0,
-        w_kw=0.5,
-        candidates=100,
-        lexical_mode="disjunctive",
-        max_terms=None,
-        stop_words="english",
-        gamma=5.0,
-        tag_ngrams=2,
-        w_date=1.0,
-        phrases=True,
-        unique_stems=True,
-        thread_weight=0.4,
-        thread_depth=2,
-        lexical_rank="bm25",
-        reserve_rule="scaled",
-    ),
-    # The keyword and context legs together (docs/retrieval.md, "The context leg"): the pair
-    # gains on LoCoMo where either alone is noise; it needs the store's keyword and context
-    # indexes (`mempp index enable keyword`, `mempp index enable context`).
-    "default-keyword-context": Settings(
-        w_lex=1.0,
-        w_tag=0.25,
-        w_vec=1.0,
-        w_kw=0.5,
-        w_ctx=0.5,
-        ctx_credit="members",
-        candidates=100,
-        lexical_mode="disjunctive",
-        max_terms=None,
-        stop_words="english",
-        gamma=5.0,
-        tag_ngrams=2,
-        w_date=1.0,
-        phrases=True,
-        unique_stems=True,
-        thread_weight=0.4,
-        thread_depth=2,
-        lexical_rank="bm25",
-        reserve_rule="scaled",
-    ),
     "paper": Settings(),
     "paper-orgmembench": Settings(w_vec=4.0, candidates=50, lexical_mode="conjunctive"),
     "paper-locomo": Settings(w_vec=2.0, candidates=200, lexical_mode="disjunctive"),
@@ -231,6 +186,15 @@ PRESETS: dict[str, Settings] = {
 }
 
 
+# The default with the keyword leg (docs/retrieval.md): it gains on LoCoMo's chat turns on
+# both halves and lowers OrgMemBench's test half, so it is a choice, not the default.
+PRESETS["default-keyword"] = PRESETS["default"].with_(w_kw=0.5)
+# The keyword and context legs together (docs/retrieval.md, "The context leg"): the pair
+# gains on LoCoMo where either alone is noise; it needs the store's keyword and context
+# indexes (`mempp index enable keyword`, `mempp index enable context`).
+PRESETS["default-keyword-context"] = PRESETS["default-keyword"].with_(
+    w_ctx=0.5, ctx_credit="members"
+)
 # The keyword and context legs with nothing to enable (docs/retrieval.md, "Both legs on the
 # test halves"): the keyword leg's prefix match runs on the full-text index every store has and
 # the context leg is scored at query time from the stored record vectors, so any store, an old
