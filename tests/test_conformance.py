@@ -676,6 +676,9 @@ def test_hostile_queries_never_raise(engine_location: str, mode: str) -> None:
                 # the default: phrases, one term per stem, the date leg, thread context
                 default = preset("default").with_(lexical_mode=mode)
                 assert isinstance(memory.search(query, settings=default), list)
+                # the keyword leg's prefix match and the context leg at query time
+                chat = preset("chat").with_(lexical_mode=mode)
+                assert isinstance(memory.search(query, settings=chat), list)
             # Raw terms and phrases straight to the store, bypassing mempp.search.query's tokeniser.
             raw = LexicalQuery((query, "alpha"), mode, (query, f"alpha {query}"), True)
             assert isinstance(memory.store.lexical(memory.scope, raw, None, 10), list)

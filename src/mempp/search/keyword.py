@@ -51,6 +51,10 @@ _FOLD = str.maketrans(FOLD_FROM, FOLD_TO)
 MIN_TERM_CHARS = 3
 MAX_TERMS = 8
 MAX_TERM_ROWS = 1_000
+# PostgreSQL refuses a tsquery word over 2,047 bytes ("word is too long in tsquery") and
+# indexes no such lexeme, so no row of it could match: the prefix match drops a longer token
+# on both engines, which keeps their lists equal.
+MAX_PREFIX_BYTES = 2_047
 # Light stemming: the suffix goes when at least this much of the word stays.
 _SUFFIXES = ("ing", "ies", "ied", "ed", "es", "s", "ly")
 _MIN_STEM = 3
@@ -95,11 +99,12 @@ def keyword_terms(question: str) -> tuple[str, ...]:
 def prefix_terms(question: str) -> tuple[str, ...]:
     """The question's content words for the prefix match: folded (``fold``), English stop
     words dropped, each kept when the shared tokenizer reads it as one token of at least
-    ``MIN_TERM_CHARS`` characters; a word whose token another kept token begins is dropped
-    (the shorter prefix matches all its rows), as is a second word of the same token; at most
-    ``MAX_TERMS`` in question order. The words are returned, not their tokens: SQLite's FTS5
-    reads its MATCH expression through the same tokenizer, PostgreSQL analyses them
-    (``mempp.index.analysis``), so both engines look up the same token."""
+    ``MIN_TERM_CHARS`` characters and at most ``MAX_PREFIX_BYTES`` bytes; a word whose token
+    another kept token begins is dropped (the shorter prefix matches all its rows), as is a
+    second word of the same token; at most ``MAX_TERMS`` in question order. The words are
+    returned, not their tokens: SQLite's FTS5 reads its MATCH expression through the same
+    tokenizer, PostgreSQL analyses them (``mempp.index.analysis``), so both engines look up
+    the same token."""
     words = [
         word
         for word in _WORD.findall(fold(UNSTORABLE.sub("", question)))
@@ -107,7 +112,11 @@ def prefix_terms(question: str) -> tuple[str, ...]:
     ]
     tokens: dict[str, str] = {}  # token -> its first word
     for word, found in zip(words, analyze(words), strict=True):
-        if len(found) == 1 and len(found[0]) >= MIN_TERM_CHARS:
+        if (
+            len(found) == 1
+            and len(found[0]) >= MIN_TERM_CHARS
+            and len(found[0].encode("utf-8")) <= MAX_PREFIX_BYTES
+        ):
             tokens.setdefault(found[0], word)
     kept = [w for t, w in tokens.items() if not any(t != o and t.startswith(o) for o in tokens)]
     return tuple(kept[:MAX_TERMS])
