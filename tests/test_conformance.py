@@ -688,6 +688,20 @@ def test_hostile_queries_never_raise(engine_location: str, mode: str) -> None:
         assert target == [2]  # operators are plain words
 
 
+def test_hostile_queries_never_raise_on_the_optional_indexes(engine_location: str) -> None:
+    """The keyword leg's substring match (the trigram index) and the context index's leg."""
+    with open_memory(engine_location) as memory:
+        memory.add("alpha beta gamma", thread="t")
+        memory.add("col x text alpha near drop table records", thread="t")
+        memory.enable_index("keyword")
+        memory.enable_context()
+        both = preset("default-keyword-context")
+        for query in HOSTILE:
+            if query.replace("\x00", "").strip():
+                assert isinstance(memory.search(query, settings=both), list)
+        assert len(memory) == 2
+
+
 # -- lexical leg: where the engines differ (pinned, documented in the module docstring) -----
 
 
