@@ -25,17 +25,18 @@ from mempp.store.postgres.keyword_schema import FOLD_FUNCTION
 from mempp.store.postgres.schema import _PostgresBase
 
 
-def _token_counts(conn: Any, matches: dict[str, list[int]]) -> dict[int, int]:
+def _token_counts(conn: Any, scope: str, matches: dict[str, list[int]]) -> dict[int, int]:
     """The full-text token count of each row ``rank_matches`` counts: the words of its
     ``terms`` (FTS5's tokens of the text joined by spaces, ``mempp.index.analysis``), the
-    count SQLite's FTS5 keeps in its ``docsize`` table."""
+    count SQLite's FTS5 keeps in its ``docsize`` table. Read by the primary key, (scope,
+    id)."""
     ids = sorted(rows_to_measure(matches))
     if not ids:
         return {}
     rows = conn.execute(
         """SELECT id, coalesce(array_length(string_to_array(terms, ' '), 1), 0)
-           FROM records WHERE id = ANY(%(ids)s)""",
-        {"ids": ids},
+           FROM records WHERE scope = %(scope)s AND id = ANY(%(ids)s)""",
+        {"scope": scope, "ids": ids},
     ).fetchall()
     counts = {row[0]: row[1] for row in rows}
     return {row: counts.get(row, 0) for row in ids}
@@ -78,7 +79,7 @@ class _KeywordMixin(_PostgresBase):
                     },
                 ).fetchall()
                 matches[term] = [row[0] for row in rows]
-            lengths = _token_counts(conn, matches) if max_tokens is not None else None
+            lengths = _token_counts(conn, scope, matches) if max_tokens is not None else None
         return rank_matches(matches, limit, lengths, max_tokens)
 
     def keyword_prefix(
@@ -115,5 +116,5 @@ class _KeywordMixin(_PostgresBase):
                     },
                 ).fetchall()
                 matches[word] = [row[0] for row in rows]
-            lengths = _token_counts(conn, matches) if max_tokens is not None else None
+            lengths = _token_counts(conn, scope, matches) if max_tokens is not None else None
         return rank_matches(matches, limit, lengths, max_tokens)
