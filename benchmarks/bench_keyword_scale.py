@@ -14,8 +14,11 @@ one already built, e.g. ``/tmp/scale-onnx/scale-100000-s1.db``; else it is built
   questions, without and with an as-of bound at ~50% of the records;
 * the same for the prefix match (``kw_match="prefix"``, ``store.keyword_prefix``), which
   reads the lexical full-text index every store has;
+* the prefix match with the length bound of the ``chat`` preset (``kw_max_tokens=128``,
+  each counted row's token count read from FTS5's docsize table);
 * p50 / p95 / p99 of ``Memory.search`` under the ``default`` preset and under it with
-  ``w_kw=0.5`` (and with ``w_kw=0.5, kw_match="prefix"``), questions encoded by
+  ``w_kw=0.5`` (and with ``w_kw=0.5, kw_match="prefix"``), under ``chat`` and under ``chat``
+  without its length bound, questions encoded by
   all-MiniLM-L6-v2 (each question's vector computed once, before timing, so all see the same
   legs), and resident memory after them.
 
@@ -28,6 +31,7 @@ build takes minutes), so only what needs none is timed.
 from __future__ import annotations
 
 import argparse
+import functools
 import shutil
 import sqlite3
 import sys
@@ -80,9 +84,14 @@ def measure(path: Path, seed: int, queries: int, *, trigram: bool) -> dict[str, 
     with Memory(path, embedder=real, recent_questions=2 * queries) as memory:  # type: ignore[arg-type]
         memory.warm()
         store = memory.store
+        # The length bound (kw_max_tokens, the chat preset's 128) reads each counted row's
+        # token count from FTS5's docsize table.
+        bounded = functools.partial(store.keyword_prefix, max_tokens=128)
         legs = [
             ("keyword leg, prefix", None, prefix_terms, store.keyword_prefix),
             ("keyword leg, prefix, as-of 50%", half, prefix_terms, store.keyword_prefix),
+            ("keyword leg, prefix, kw_max_tokens=128", None, prefix_terms, bounded),
+            ("keyword leg, prefix, kw_max_tokens=128, as-of 50%", half, prefix_terms, bounded),
         ]
         searches = [
             ("search, default", preset("default")),
@@ -90,6 +99,8 @@ def measure(path: Path, seed: int, queries: int, *, trigram: bool) -> dict[str, 
                 "search, default + w_kw=0.5, kw_match=prefix",
                 preset("default").with_(w_kw=0.5, kw_match="prefix"),
             ),
+            ("search, chat (kw_max_tokens=128)", preset("chat")),
+            ("search, chat + kw_max_tokens=0", preset("chat").with_(kw_max_tokens=0)),
         ]
         if trigram:
             legs[:0] = [

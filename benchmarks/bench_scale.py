@@ -450,6 +450,11 @@ STORE_PARTS = (
     "recency_keys",
     "latest_unmatched",
     "get",
+    # The keyword leg and the query-time context leg's scope check (a settings choice:
+    # --presets); a checkout without them times none.
+    "keyword_prefix",
+    "keyword",
+    "context_eligible",
 )
 
 
@@ -462,7 +467,8 @@ class SearchParts:
         self.current: dict[str, float] = {}
         self.samples: dict[str, list[float]] = {}
         for name in STORE_PARTS:
-            setattr(store, name, self._wrapped(name, getattr(store, name)))
+            if hasattr(store, name):
+                setattr(store, name, self._wrapped(name, getattr(store, name)))
         embedder.embed = self._wrapped("encode", embedder.embed)  # type: ignore[attr-defined]
         later = getattr(embedder, "embed_later", None)
         if later is not None:  # a search tokenizes first, then runs the model on a thread
@@ -501,7 +507,12 @@ class SearchParts:
 
 
 def measure(
-    path: Path, queries: int, seed: int, filtered: int, encoder_name: str
+    path: Path,
+    queries: int,
+    seed: int,
+    filtered: int,
+    encoder_name: str,
+    preset_spec: str | None = None,
 ) -> dict[str, object]:
     from threadpoolctl import threadpool_info
 
@@ -512,7 +523,14 @@ def measure(
 
     corpus = Corpus(seed)
     questions = corpus.questions(queries)
+    # ``Memory.search``'s settings: the Memory's own (the default preset), or --presets'.
+    chosen: dict[str, object] = {}
+    if preset_spec is not None:
+        from mempp.bench.systems import preset_with
+
+        chosen["settings"] = preset_with(preset_spec)
     result: dict[str, object] = {
+        "preset": preset_spec or "the Memory's default",
         "mempp": str(Path(mempp.__file__).parent),
         "blas threads": [p["num_threads"] for p in threadpool_info() if p["user_api"] == "blas"],
         "load average": os.getloadavg(),
@@ -561,7 +579,9 @@ def measure(
             samples, cpu = [], []
             for question in questions:
                 begun = time.process_time()
-                seconds, _ = parts.run(lambda q=question, a=as_of: memory.search(q, as_of=a))
+                seconds, _ = parts.run(
+                    lambda q=question, a=as_of: memory.search(q, as_of=a, **chosen)
+                )
                 cpu.append(time.process_time() - begun)
                 samples.append(seconds)
             timings[label]["search"] = quantiles(samples)
@@ -573,9 +593,9 @@ def measure(
         # Filtered searches: the first one with a filter set, then the next ones.
         filters: dict[str, dict[str, float]] = {}
         for label, where in filter_cases(corpus, path).items() if filtered else ():
-            first, _ = timed(lambda w=where: memory.search(questions[0], **w))  # type: ignore[arg-type]
+            first, _ = timed(lambda w=where: memory.search(questions[0], **w, **chosen))  # type: ignore[arg-type]
             samples = [
-                timed(lambda q=q, w=where: memory.search(q, **w))[0]  # type: ignore[arg-type]
+                timed(lambda q=q, w=where: memory.search(q, **w, **chosen))[0]  # type: ignore[arg-type]
                 for q in questions[1 : 1 + filtered]
             ]
             filters[label] = {"first": 1000 * first, "quantiles": quantiles(samples)}
@@ -588,8 +608,10 @@ def measure(
             later = as_of_bounds["50%"]
             as_of = None if later is None else key_to_datetime(later)
             for question in questions:
-                asking.search(question)
-                again.append(timed(lambda q=question: asking.search(q, as_of=as_of))[0])
+                asking.search(question, **chosen)  # type: ignore[arg-type]
+                again.append(
+                    timed(lambda q=question: asking.search(q, as_of=as_of, **chosen))[0]  # type: ignore[arg-type]
+                )
         result["asked again"] = quantiles(again) if again else None
         result["rss after searches GiB"] = rss_gib()[0]
         matrix, ids, keys = floor_matrix(path)
@@ -726,8 +748,15 @@ def measure_source(
             run = dict(first)
             question = ["--question", Corpus(args.seed).questions(1)[0]]
             run.update(child(["--child", "cold", *question, *common], one, source, encoder))
-            run.update(child(["--child", "measure", *common], one, source, encoder))
-            runs[prefix + mode + (f", MEMPP_ENCODER={encoder}" if encoder else "")] = run
+            label = prefix + mode + (f", MEMPP_ENCODER={encoder}" if encoder else "")
+            # Each preset in turn, in fresh processes, one after another (ratios within a run).
+            for spec in args.presets or [None]:
+                measured = dict(run)
+                chosen = ["--preset", spec] if spec else []
+                measured.update(
+                    child(["--child", "measure", *common, *chosen], one, source, encoder)
+                )
+                runs[label + (f", preset {spec}" if spec else "")] = measured
     return runs
 
 
@@ -791,6 +820,15 @@ def main() -> None:
         metavar="N",
         help="filtered searches per filter (author, known_at, tag); 0 skips them",
     )
+    parser.add_argument(
+        "--presets",
+        nargs="+",
+        metavar="SPEC",
+        help="measure Memory.search under each of these settings in turn, a preset or "
+        "preset+setting=value as the bench names them (e.g. default chat); default: the "
+        "Memory's own settings",
+    )
+    parser.add_argument("--preset", help=argparse.SUPPRESS)  # one child's
     parser.add_argument("--child", choices=("cold", "warm", "measure"), help=argparse.SUPPRESS)
     parser.add_argument("--path", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--question", help=argparse.SUPPRESS)
@@ -805,7 +843,14 @@ def main() -> None:
     if args.child == "measure":
         print(
             json.dumps(
-                measure(args.path, args.queries, args.seed, args.filtered_queries, args.encoder)
+                measure(
+                    args.path,
+                    args.queries,
+                    args.seed,
+                    args.filtered_queries,
+                    args.encoder,
+                    args.preset,
+                )
             )
         )
         return

@@ -55,7 +55,7 @@ def test_the_chat_preset_needs_no_index(tmp_path: Path) -> None:
     """`chat` is the pair of legs with nothing to enable: over HTTP a store with no optional
     index answers it, and the reply turn is found through its context."""
     assert preset("chat") == preset("default-keyword-context").with_(
-        kw_match="prefix", ctx_source="query"
+        kw_match="prefix", ctx_source="query", kw_max_tokens=128
     )
     state = ServerState(str(tmp_path / "chat.db"), embedder=KeywordEmbedder(["hiking", "dog"]))
     memory = state.memory("default")

@@ -42,7 +42,10 @@ class Settings:
     ``w_kw`` (0 = off) weighs the keyword leg: the question's content words matched in the
     text (see ``mempp.search.keyword``), fused with the other three; ``kw_match`` says how:
     ``"substring"`` inside the text (the store's ``keyword`` trigram index), ``"prefix"`` as
-    the start of a word's stem in the full-text index every store has.
+    the start of a word's stem in the full-text index every store has. ``kw_max_tokens``
+    (0 = no bound) leaves out of the keyword leg every record longer than that many
+    full-text tokens: the leg ranks chat-length records, not documents (docs/retrieval.md,
+    session 17).
     ``as_of_in_question`` (opt-in) lets an "as of <date>" phrase in the question set the as-of
     bound when the caller passes none (see ``mempp.search.query.question_as_of``).
     ``lexical_rank`` picks PostgreSQL's lexical ranking: ``"cover_density"`` is the paper's
@@ -83,6 +86,7 @@ class Settings:
     w_ctx: float = 0.0
     ctx_credit: ContextCredit = "self"
     kw_match: KeywordMatch = "substring"
+    kw_max_tokens: int = 0
     ctx_source: ContextOrigin = "index"
 
     def __post_init__(self) -> None:
@@ -117,6 +121,14 @@ class Settings:
             raise InvalidInput(f"ctx_credit must be 'self' or 'members', got {self.ctx_credit!r}")
         if self.kw_match not in ("substring", "prefix"):
             raise InvalidInput(f"kw_match must be 'substring' or 'prefix', got {self.kw_match!r}")
+        if (
+            not isinstance(self.kw_max_tokens, int)
+            or isinstance(self.kw_max_tokens, bool)
+            or self.kw_max_tokens < 0
+        ):
+            raise InvalidInput(
+                f"kw_max_tokens must be an integer >= 0 (0 = no bound), got {self.kw_max_tokens!r}"
+            )
         if self.ctx_source not in ("index", "query"):
             raise InvalidInput(f"ctx_source must be 'index' or 'query', got {self.ctx_source!r}")
         if self.stop_words not in ("short", "english"):
@@ -200,8 +212,12 @@ PRESETS["default-keyword-context"] = PRESETS["default-keyword"].with_(
 # the context leg is scored at query time from the stored record vectors, so any store, an old
 # one included, can be searched with it. It meets LoCoMo's targets on the test half (R@10 71.5,
 # R@50 85.4 against the default's 69.3 / 84.0) and lowers OrgMemBench's window (-2.8), so it is
-# a choice for stores whose record is conversation, not the default.
-PRESETS["chat"] = PRESETS["default-keyword-context"].with_(kw_match="prefix", ctx_source="query")
+# a choice for stores whose record is conversation, not the default. Since session 17 its
+# keyword leg ranks no record over 128 full-text tokens (``kw_max_tokens``): the leg is for
+# chat-length records; on OrgMemBench's documents it lowered the window (docs/retrieval.md).
+PRESETS["chat"] = PRESETS["default-keyword-context"].with_(
+    kw_match="prefix", ctx_source="query", kw_max_tokens=128
+)
 
 
 def preset(name: str) -> Settings:

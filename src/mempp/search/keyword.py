@@ -122,15 +122,36 @@ def prefix_terms(question: str) -> tuple[str, ...]:
     return tuple(kept[:MAX_TERMS])
 
 
+def rows_to_measure(matches: Mapping[str, Sequence[int]]) -> set[int]:
+    """The rows whose lengths ``rank_matches`` reads: those of the terms it counts."""
+    rows: set[int] = set()
+    for ids in matches.values():
+        if len(ids) <= MAX_TERM_ROWS:
+            rows.update(ids)
+    return rows
+
+
 def prefix_token(word: str) -> str:
     """The token a ``prefix_terms`` word stands for (what PostgreSQL looks up)."""
     (token,) = analyze([word])[0]
     return token
 
 
-def rank_matches(matches: Mapping[str, Sequence[int]], limit: int) -> list[int]:
+def rank_matches(
+    matches: Mapping[str, Sequence[int]],
+    limit: int,
+    lengths: Mapping[int, int] | None = None,
+    max_tokens: int | None = None,
+) -> list[int]:
     """Rows by how many of the question's terms they hold, then by the summed weight of those
     terms, ties to the newer ingest (larger id), at most ``limit``.
+
+    With ``max_tokens``, a row longer than that many full-text tokens (``lengths[row]``, as
+    FTS5 counts them; both engines hold the same count) is not ranked: it is left out after
+    the too-common terms are dropped, as if it matched nothing (``kw_max_tokens``,
+    docs/retrieval.md, session 17: the leg is for chat-length records; on a document most
+    subject words of a question occur in its neighbours too, and the leg's list pushed the
+    answer out of the evidence window).
 
     ``matches[term]`` lists the in-scope rows holding ``term`` (any order; more than
     ``MAX_TERM_ROWS`` means the term is too common and counts for nothing). A term's weight is
@@ -144,6 +165,13 @@ def rank_matches(matches: Mapping[str, Sequence[int]], limit: int) -> list[int]:
     the answer window (OrgMemBench, docs/retrieval.md).
     """
     counted = {term: set(ids) for term, ids in matches.items() if len(ids) <= MAX_TERM_ROWS}
+    if max_tokens is not None:
+        if lengths is None:
+            raise ValueError("rank_matches: max_tokens needs the rows' lengths")
+        counted = {
+            term: {row for row in ids if lengths[row] <= max_tokens}
+            for term, ids in counted.items()
+        }
     counted = {term: ids for term, ids in counted.items() if ids}
     if not counted or limit <= 0:
         return []

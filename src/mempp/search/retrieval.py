@@ -92,16 +92,22 @@ def run_legs(
         calls["tag"] = timed(
             stages.TAG, lambda: store.tagged(scope, labels, as_of, limit, filters=filters)
         )
+    max_tokens = settings.kw_max_tokens or None
     if settings.w_kw > 0 and settings.kw_match == "prefix":
         prefixes = prefix_terms(question)
         calls["kw"] = timed(
             stages.KEYWORD,
-            lambda: store.keyword_prefix(scope, prefixes, as_of, limit, filters=filters),
+            lambda: store.keyword_prefix(
+                scope, prefixes, as_of, limit, filters=filters, max_tokens=max_tokens
+            ),
         )
     elif settings.w_kw > 0:
         words = keyword_terms(question)
         calls["kw"] = timed(
-            stages.KEYWORD, lambda: store.keyword(scope, words, as_of, limit, filters=filters)
+            stages.KEYWORD,
+            lambda: store.keyword(
+                scope, words, as_of, limit, filters=filters, max_tokens=max_tokens
+            ),
         )
     spans = date_spans(question) if settings.w_date > 0 else ()
     if spans:

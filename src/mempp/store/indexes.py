@@ -139,10 +139,12 @@ class IndexedStore(Protocol):
         limit: int,
         *,
         filters: Filters = NO_FILTERS,
+        max_tokens: int | None = None,
     ) -> list[int]:
         """The keyword leg, on the ``keyword`` index: in-scope rows whose text holds any of
         ``terms`` (``keyword_terms``) as a substring, ASCII case folded, ranked by
-        ``mempp.search.keyword.rank_matches``."""
+        ``mempp.search.keyword.rank_matches`` (rows over ``max_tokens`` full-text tokens
+        not ranked)."""
         ...
 
     def keyword_prefix(
@@ -153,8 +155,10 @@ class IndexedStore(Protocol):
         limit: int,
         *,
         filters: Filters = NO_FILTERS,
+        max_tokens: int | None = None,
     ) -> list[int]:
         """The keyword leg with ``kw_match="prefix"``, on the full-text index every store
         has: in-scope rows holding a token that begins with a word's token (``prefix_terms``),
-        ranked by ``mempp.search.keyword.rank_matches``."""
+        ranked by ``mempp.search.keyword.rank_matches`` (rows over ``max_tokens`` not
+        ranked)."""
         ...

@@ -16,12 +16,30 @@ does (both compare bytes). Like the lexical leg, a token over 2,047 bytes is in 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from mempp.filters import NO_FILTERS, Filters
-from mempp.search.keyword import MAX_TERM_ROWS, prefix_token, rank_matches
+from mempp.search.keyword import MAX_TERM_ROWS, prefix_token, rank_matches, rows_to_measure
 from mempp.store.filter_sql import filter_condition
 from mempp.store.postgres.keyword_schema import FOLD_FUNCTION
 from mempp.store.postgres.schema import _PostgresBase
+
+
+def _token_counts(conn: Any, scope: str, matches: dict[str, list[int]]) -> dict[int, int]:
+    """The full-text token count of each row ``rank_matches`` counts: the words of its
+    ``terms`` (FTS5's tokens of the text joined by spaces, ``mempp.index.analysis``), the
+    count SQLite's FTS5 keeps in its ``docsize`` table. Read by the primary key, (scope,
+    id)."""
+    ids = sorted(rows_to_measure(matches))
+    if not ids:
+        return {}
+    rows = conn.execute(
+        """SELECT id, coalesce(array_length(string_to_array(terms, ' '), 1), 0)
+           FROM records WHERE scope = %(scope)s AND id = ANY(%(ids)s)""",
+        {"scope": scope, "ids": ids},
+    ).fetchall()
+    counts = {row[0]: row[1] for row in rows}
+    return {row: counts.get(row, 0) for row in ids}
 
 
 class _KeywordMixin(_PostgresBase):
@@ -35,6 +53,7 @@ class _KeywordMixin(_PostgresBase):
         limit: int,
         *,
         filters: Filters = NO_FILTERS,
+        max_tokens: int | None = None,
     ) -> list[int]:
         if not terms or limit <= 0:
             return []
@@ -60,7 +79,8 @@ class _KeywordMixin(_PostgresBase):
                     },
                 ).fetchall()
                 matches[term] = [row[0] for row in rows]
-        return rank_matches(matches, limit)
+            lengths = _token_counts(conn, scope, matches) if max_tokens is not None else None
+        return rank_matches(matches, limit, lengths, max_tokens)
 
     def keyword_prefix(
         self,
@@ -70,6 +90,7 @@ class _KeywordMixin(_PostgresBase):
         limit: int,
         *,
         filters: Filters = NO_FILTERS,
+        max_tokens: int | None = None,
     ) -> list[int]:
         if not words or limit <= 0:
             return []
@@ -95,4 +116,5 @@ class _KeywordMixin(_PostgresBase):
                     },
                 ).fetchall()
                 matches[word] = [row[0] for row in rows]
-        return rank_matches(matches, limit)
+            lengths = _token_counts(conn, scope, matches) if max_tokens is not None else None
+        return rank_matches(matches, limit, lengths, max_tokens)

@@ -27,13 +27,34 @@ from collections.abc import Sequence
 import numpy as np
 
 from mempp.filters import NO_FILTERS, Filters
-from mempp.search.keyword import FOLD_FROM, FOLD_TO, MAX_TERM_ROWS, rank_matches
+from mempp.search.keyword import (
+    FOLD_FROM,
+    FOLD_TO,
+    MAX_TERM_ROWS,
+    rank_matches,
+    rows_to_measure,
+)
 from mempp.store.filter_sql import filter_condition
 from mempp.store.sqlite.keyword_schema import KEYWORD_ROWS_INDEX, KEYWORD_TABLE
 from mempp.store.sqlite.schema import _SQLiteBase
 
 # FTS5 ids checked against the scope per round of the prefix match.
 _PREFIX_BATCH = 2048
+# Row ids per read of FTS5's docsize table (under SQLite's host-parameter limit).
+_LENGTH_BATCH = 500
+
+
+def _varint(blob: bytes) -> int:
+    """The first varint of an FTS5 ``docsize`` blob (SQLite's format: 7 bits a byte, high
+    bit set on every byte but the last, the ninth byte whole)."""
+    value = 0
+    for i, byte in enumerate(blob[:9]):
+        if i == 8:
+            return (value << 8) | byte
+        value = (value << 7) | (byte & 0x7F)
+        if byte < 0x80:
+            return value
+    return value
 
 
 def _quoted(term: str) -> str:
@@ -60,6 +81,7 @@ class _KeywordMixin(_SQLiteBase):
         limit: int,
         *,
         filters: Filters = NO_FILTERS,
+        max_tokens: int | None = None,
     ) -> list[int]:
         if not terms or limit <= 0:
             return []
@@ -90,7 +112,24 @@ class _KeywordMixin(_SQLiteBase):
                     },
                 ).fetchall()
                 matches[term] = [row[0] for row in rows]
-        return rank_matches(matches, limit)
+            lengths = self._token_counts(matches) if max_tokens is not None else None
+        return rank_matches(matches, limit, lengths, max_tokens)
+
+    def _token_counts(self, matches: dict[str, list[int]]) -> dict[int, int]:
+        """The full-text token count of each row ``rank_matches`` counts, from FTS5's own
+        ``docsize`` table (one varint per row: the text column's token count), a narrow
+        table read by id. Callers hold the lock."""
+        ids = sorted(rows_to_measure(matches))
+        counts: dict[int, int] = {}
+        for start in range(0, len(ids), _LENGTH_BATCH):
+            chunk = ids[start : start + _LENGTH_BATCH]
+            marks = ",".join("?" * len(chunk))
+            for row, size in self._conn.execute(
+                f"SELECT id, sz FROM records_fts_docsize WHERE id IN ({marks})", chunk
+            ):
+                counts[row] = _varint(size)
+        # An in-scope row always has its FTS5 entry; none missing is a row of no tokens.
+        return {row: counts.get(row, 0) for row in ids}
 
     def keyword_prefix(
         self,
@@ -100,12 +139,13 @@ class _KeywordMixin(_SQLiteBase):
         limit: int,
         *,
         filters: Filters = NO_FILTERS,
+        max_tokens: int | None = None,
     ) -> list[int]:
         if not words or limit <= 0:
             return []
         index = self._vector_index()  # type: ignore[attr-defined]
         if index is None:
-            return self._keyword_prefix_joined(scope, words, as_of, limit, filters)
+            return self._keyword_prefix_joined(scope, words, as_of, limit, filters, max_tokens)
         matches: dict[str, list[int]] = {}
         with self._lock:
             allowed = self._filtered_ids(scope, filters, index)  # type: ignore[attr-defined]
@@ -123,7 +163,8 @@ class _KeywordMixin(_SQLiteBase):
                     found += ids[index.eligible(ids, scope, as_of, allowed)].tolist()
                 cursor.close()
                 matches[word] = found
-        return rank_matches(matches, limit)
+            lengths = self._token_counts(matches) if max_tokens is not None else None
+        return rank_matches(matches, limit, lengths, max_tokens)
 
     def _keyword_prefix_joined(
         self,
@@ -132,6 +173,7 @@ class _KeywordMixin(_SQLiteBase):
         as_of: int | None,
         limit: int,
         filters: Filters,
+        max_tokens: int | None = None,
     ) -> list[int]:
         """``keyword_prefix`` checking each match's row in SQL (no vector index to ask)."""
         date_condition = "" if as_of is None else " AND r.event_key <= :as_of"
@@ -155,4 +197,5 @@ class _KeywordMixin(_SQLiteBase):
                     },
                 ).fetchall()
                 matches[word] = [row[0] for row in rows]
-        return rank_matches(matches, limit)
+            lengths = self._token_counts(matches) if max_tokens is not None else None
+        return rank_matches(matches, limit, lengths, max_tokens)
