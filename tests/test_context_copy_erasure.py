@@ -18,6 +18,7 @@ from mempp.store.context import ContextRule
 from mempp.store.sqlite import context_file
 
 from conftest import KeywordEmbedder
+from engines import engine_location, pg_server, pg_url  # noqa: F401 - fixtures
 
 KEYWORDS = ["alpha", "beta", "gamma", "delta", "secret"]
 THREAD = [
@@ -161,3 +162,15 @@ def test_removing_a_stale_copy_keeps_a_valid_one_saved_meanwhile(
         conn.close()
     assert path.read_bytes() == valid
     assert not list(tmp_path.glob("*.discard"))
+
+
+def test_warm_loads_the_context_copy(engine_location: str) -> None:  # noqa: F811
+    embedder = KeywordEmbedder(KEYWORDS)
+    with Memory(engine_location, embedder=embedder) as memory:
+        memory.enable_context(rule=ContextRule("sum", 2, decay=0.5))
+        memory.add_many([{"text": t, "date": d, "thread": "t"} for t, d in THREAD])
+    with Memory(engine_location, embedder=embedder) as memory:
+        assert memory.store._ctx_index is None  # type: ignore[attr-defined]
+        memory.warm()
+        assert memory.store._ctx_index is not None  # type: ignore[attr-defined]
+        assert _ctx(memory)
