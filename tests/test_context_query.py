@@ -234,3 +234,55 @@ def test_a_batched_read_picks_what_the_whole_window_picks(
         for row, (members, vectors) in read.items():
             own = store.sum_sources([row], 2)[row]
             assert own[0] == members and np.array_equal(own[1], vectors)
+
+
+class _ThirdPartyStore:
+    """A store of someone else's: every ``Store`` method (the engine's), none of the context
+    index's (``ContextStore``)."""
+
+    _CONTEXT_ONLY = frozenset(name for name in vars(ContextStore) if not name.startswith("_"))
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+
+    def __getattr__(self, name: str) -> Any:
+        if name in self._CONTEXT_ONLY:
+            raise AttributeError(name)
+        return getattr(self._inner, name)
+
+
+def test_another_store_refuses_the_leg_at_the_boundary_in_one_line(
+    engine_location: str,  # noqa: F811
+) -> None:
+    from mempp.store import Store, open_store
+
+    store = _ThirdPartyStore(open_store(engine_location))
+    assert isinstance(store, Store) and not isinstance(store, ContextStore)
+    with Memory(store, embedder=KeywordEmbedder(KEYWORDS)) as memory:  # type: ignore[arg-type]
+        memory.add("alpha", thread="t")
+        memory.add("beta", thread="t")
+        for settings in (_query("members"), preset("chat")):
+            with pytest.raises(indexes.LegUnsupported, match="ctx_source='query'") as raised:
+                memory.search("alpha", settings=settings)
+            assert raised.value.field == "ctx_source"
+            assert "\n" not in str(raised.value)
+        # Without the leg it searches as before; the engine itself runs the leg.
+        assert memory.search("alpha", settings=_query("self").with_(w_ctx=0))
+    with Memory(engine_location, embedder=KeywordEmbedder(KEYWORDS)) as memory:
+        assert memory.legs("beta", as_of=None, settings=_query("self").with_(w_vec=0.0)).ctx
+
+
+def test_a_search_asks_the_store_for_its_indexes_once(
+    engine_location: str,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    with Memory(engine_location, embedder=KeywordEmbedder(KEYWORDS)) as memory:
+        memory.enable_index("keyword")
+        memory.add("alpha", thread="t")
+        real = type(memory.store).indexes
+        asked: list[int] = []
+        monkeypatch.setattr(
+            type(memory.store), "indexes", lambda self: asked.append(1) or real(self)
+        )
+        assert memory.search("alpha", settings=preset("default-keyword"))
+        assert len(asked) == 1

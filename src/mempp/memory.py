@@ -123,7 +123,8 @@ class Memory:
     def warm(self) -> None:
         """Load now what the first search would load: the encoder, and the store's in-RAM
         indexes for this scope (SQLite's vectors, and from 20,000 records its BM25 replica;
-        PostgreSQL's BM25 replica). The first search is then as fast as later ones. It may
+        PostgreSQL's BM25 replica; on both, the context index's copy when it is on). The first
+        search is then as fast as later ones. It may
         run in a thread of its own, e.g. while a server starts, as searches and writes go
         on; closing the store meanwhile makes it raise ``StoreError``."""
         if self.settings.w_vec > 0:

@@ -29,6 +29,7 @@ from mempp.search.packing import PackingOptions
 from mempp.search.retrieval import LegLists, fuse_and_select, run_legs, to_hits
 from mempp.settings import Settings
 from mempp.store import Store
+from mempp.store.indexes import require as require_indexes
 
 UNDATED = np.iinfo(np.int64).max
 
@@ -74,6 +75,7 @@ class MemppRetriever:
         as_of: int | None,
         settings: Settings,
     ) -> LegLists:
+        require_indexes(settings, self.store)  # run_legs leaves the check to its caller
         return run_legs(self.store, scope, clean_question(question), vector, as_of, settings)
 
     def hits(

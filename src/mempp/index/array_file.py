@@ -177,6 +177,31 @@ def read(
     return meta, arrays
 
 
+def read_meta(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """The ``meta`` object of the file at ``path`` from its header alone (checked by the
+    header's own checksum; the arrays are not read). ``ValueError`` naming the file if it is
+    missing or its header is not this layout's."""
+    try:
+        with open(path, "rb") as source:
+            head = source.read(len(MAGIC) + 8)
+            if len(head) != len(MAGIC) + 8 or head[: len(MAGIC)] != MAGIC:
+                raise ValueError("not an array file")
+            length = int.from_bytes(head[len(MAGIC) :], "little")
+            if length > 1 << 26:
+                raise ValueError("header too long")
+            raw = source.read(length)
+            if zlib.crc32(raw) != int.from_bytes(source.read(4), "little"):
+                raise ValueError("the header fails its checksum (damaged or truncated)")
+            meta = json.loads(raw.decode("utf-8"))["meta"]
+    except ValueError as error:
+        raise ValueError(f"{path}: {error}") from None
+    except (OSError, KeyError, TypeError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise ValueError(f"{path}: not a readable array file ({error})") from None
+    if not isinstance(meta, dict):
+        raise ValueError(f"{path}: not an array file header")
+    return meta
+
+
 _Built = TypeVar("_Built")
 
 

@@ -38,7 +38,6 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
-from mempp.context import fill as fill_contexts
 from mempp.dates import parse_event_date
 from mempp.encoders import mismatch
 from mempp.errors import InvalidInput
@@ -52,7 +51,6 @@ from mempp.store.base import (
     StateConflict,
     supports,
 )
-from mempp.store.context import context_store
 
 if TYPE_CHECKING:  # the LLM client loads only when a run starts
     from mempp.llm import LLMClient
@@ -602,13 +600,15 @@ def _apply(
     if report.dry_run:  # log the label, change nothing
         outcome = GroupOutcome(decision.group, decision.label, members, detail="dry run")
     try:
-        merged_id = store.record_group(memory.scope, run_id, outcome)
+        # The merged row's context is written in the same transaction (the text rule
+        # encodes it there, the encoder loaded only then), so no merged row is ever left
+        # without one.
+        merged_id = store.record_group(
+            memory.scope, run_id, outcome, encode_context=lambda t: memory.embedder.embed(t)
+        )
     except StateConflict as exc:
         _log_failure(memory, store, run_id, decision.group, members, str(exc), report)
         return
-    contexts = context_store(store) if merged_id is not None else None
-    if contexts is not None and merged_id is not None:  # the merged row's context vector
-        fill_contexts(contexts, memory.embedder, [merged_id])
     changed = _prospective_changes(decision) if report.dry_run else len(outcome.changes)
     result = GroupResult(decision.group, members, decision.label, winner, merged_id, outcome.detail)
     report._add(result, changed)

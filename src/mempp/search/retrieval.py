@@ -28,7 +28,6 @@ from mempp.search.stages import stage, timed
 from mempp.settings import LEGS, Settings
 from mempp.store.base import Store
 from mempp.store.context import ContextStore, context_store
-from mempp.store.indexes import require as require_indexes
 from mempp.threads.background import starting
 
 
@@ -78,8 +77,7 @@ def run_legs(
     on a thread of its own while the legs that need no vector run, and the vector leg goes
     last. If the vector is still being computed when those legs are done, ``facts`` looks up
     what the fusion will ask about their rows meanwhile (:meth:`RowFacts.look_ahead`).
-    Settings that need an optional index the store lacks raise ``IndexMissing``."""
-    require_indexes(settings, store)
+    The caller has checked ``settings`` against the store (``mempp.store.indexes.require``)."""
     limit = settings.candidates
     calls: dict[str, Callable[[], list[int]]] = {}
     if settings.w_lex > 0:

@@ -362,11 +362,19 @@ class ConsolidationStore(Protocol):
         """Open a run (``kind`` "consolidate") and return its id."""
         ...
 
-    def record_group(self, scope: str, run_id: int, outcome: GroupOutcome) -> int | None:
+    def record_group(
+        self,
+        scope: str,
+        run_id: int,
+        outcome: GroupOutcome,
+        *,
+        encode_context: Callable[[list[str]], np.ndarray] | None = None,
+    ) -> int | None:
         """In ONE transaction: check every change's ``old_*`` against the row (else raise
         :class:`StateConflict` and change nothing), apply the changes, insert ``merged`` (if
-        any) through the normal insert code, and log the group and each change, the merged
-        row's creation included. Returns the merged row's id (or None)."""
+        any) through the normal insert code, its context too when the context index is on
+        (as ``insert`` writes one, ``encode_context`` alike), and log the group and each
+        change, the merged row's creation included. Returns the merged row's id (or None)."""
         ...
 
     def finish_run(self, scope: str, run_id: int, counts: Mapping[str, Any]) -> None: ...

@@ -10,7 +10,10 @@ ones; ``dump`` writes the enabled names into the snapshot's header and ``restore
 them again.
 
 A search whose settings need an index the store lacks fails with ``IndexMissing``, one line
-naming the command that builds it: the leg is never skipped silently.
+naming the command that builds it; one asking for a leg the store cannot run at all (the
+query-time context leg on a store that is not a ``ContextStore``) with ``LegUnsupported``:
+the leg is never skipped silently. The check runs once a search, at its boundary
+(``Memory.legs``, the bench's retriever), before the encoder loads.
 
 This module holds what is the same on every engine: the known indexes (``OPTIONAL_INDEXES``),
 the meta key, the check a search makes, and the protocol the engines implement
@@ -26,6 +29,7 @@ from typing import Protocol, runtime_checkable
 from mempp.errors import InvalidInput
 from mempp.filters import NO_FILTERS, Filters
 from mempp.settings import Settings
+from mempp.store.context import ContextStore
 
 #: Called with (rows indexed so far, rows to index) while an index is built.
 Progress = Callable[[int, int], None]
@@ -67,6 +71,10 @@ class IndexMissing(InvalidInput):
     """The settings need an optional index this store has not enabled."""
 
 
+class LegUnsupported(InvalidInput):
+    """The settings ask for a leg this store cannot run (no index would give it)."""
+
+
 def known(name: str) -> OptionalIndex:
     """The index called ``name``, or ``InvalidInput`` listing the known ones."""
     found = OPTIONAL_INDEXES.get(name) if isinstance(name, str) else None
@@ -93,13 +101,24 @@ def needed(settings: Settings) -> tuple[str, ...]:
     return tuple(name for name, index in OPTIONAL_INDEXES.items() if index.needed_by(settings))
 
 
-def require(settings: Settings, store: IndexedStore) -> None:
-    """Raise ``IndexMissing`` when ``settings`` need an index ``store`` lacks. Asks the
-    store only when some index is needed, so a search that needs none pays nothing."""
+def require(settings: Settings, store: object) -> None:
+    """Raise ``IndexMissing`` when ``settings`` need an index ``store`` lacks, and
+    ``LegUnsupported`` when they ask for the query-time context leg of a store that cannot
+    read its threads' stored vectors (not a ``ContextStore``). Asks the store only when some
+    index is needed, so a search that needs none pays nothing."""
+    at_query = settings.w_ctx > 0 and settings.ctx_source == "query"
+    if at_query and not isinstance(store, ContextStore):
+        raise LegUnsupported(
+            f"ctx_source='query' needs a store that reads its threads' stored vectors "
+            f"(mempp.store.context.ContextStore: sum_sources, context_eligible); "
+            f"{type(store).__name__} is not one; set w_ctx=0",
+            field="ctx_source",
+        )
     wanted = needed(settings)
     if not wanted:
         return
-    enabled = set(store.indexes())
+    listed = getattr(store, "indexes", None)  # a store with no optional index lacks them all
+    enabled = set(listed()) if callable(listed) else set()
     for name in wanted:
         if name not in enabled:
             index = OPTIONAL_INDEXES[name]

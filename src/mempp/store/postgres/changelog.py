@@ -22,6 +22,7 @@ from mempp.store.base import (
     StateChange,
     StateConflict,
 )
+from mempp.store.context import Encode
 from mempp.store.postgres.records import _INSERT, _as_float32, _RecordsMixin, _row_params
 from mempp.store.undo_rules import (
     check_undoable,
@@ -125,7 +126,14 @@ class _ChangeLogMixin(_RecordsMixin):
                 (scope, kind, bool(dry_run), datetime.now(UTC), _json(settings)),
             ).fetchone()[0]
 
-    def record_group(self, scope: str, run_id: int, outcome: GroupOutcome) -> int | None:
+    def record_group(
+        self,
+        scope: str,
+        run_id: int,
+        outcome: GroupOutcome,
+        *,
+        encode_context: Encode | None = None,
+    ) -> int | None:
         if any(change.old_state is None for change in outcome.changes):
             raise ValueError("a group's changes name existing rows; merged rows are implicit")
         with self._connection() as conn:
@@ -137,6 +145,8 @@ class _ChangeLogMixin(_RecordsMixin):
             merged_id = None
             if outcome.merged is not None:
                 merged_id = self._insert_merged(conn, scope, outcome.merged)
+                # Its context in this transaction, as any write's (store/context.py).
+                self._write_contexts(conn, [merged_id], encode_context)
             conn.execute(
                 """INSERT INTO consolidation_groups (scope, run_id, group_no, label, members,
                        detail) VALUES (%s, %s, %s, %s, %s::bigint[], %s)""",

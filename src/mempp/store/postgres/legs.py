@@ -80,6 +80,9 @@ class _LegsMixin(_TagLegMixin, _NearestMixin):
         dim = self._bound_dim()
         if self.vector_replica and dim is not None:
             self._vectors_caught_up(scope, dim)
+        # The context leg's int8 copy too (no-op while the index is off): PostgreSQL keeps
+        # none between processes, so a server pays its read here, not on its first question.
+        self._context_index()  # type: ignore[attr-defined]
 
     def lexical(
         self,

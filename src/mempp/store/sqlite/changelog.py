@@ -22,6 +22,7 @@ from mempp.store.base import (
     StateChange,
     StateConflict,
 )
+from mempp.store.context import Encode
 from mempp.store.sqlite.records import _RecordsMixin
 from mempp.store.sqlite.schema import _now
 from mempp.store.undo_rules import (
@@ -86,7 +87,14 @@ class _ChangeLogMixin(_RecordsMixin):
             assert cursor.lastrowid is not None
             return cursor.lastrowid
 
-    def record_group(self, scope: str, run_id: int, outcome: GroupOutcome) -> int | None:
+    def record_group(
+        self,
+        scope: str,
+        run_id: int,
+        outcome: GroupOutcome,
+        *,
+        encode_context: Encode | None = None,
+    ) -> int | None:
         if any(change.old_state is None for change in outcome.changes):
             raise ValueError("a group's changes name existing rows; merged rows are implicit")
         try:
@@ -96,6 +104,8 @@ class _ChangeLogMixin(_RecordsMixin):
                 merged_id = None
                 if outcome.merged is not None:
                     merged_id = self._insert_merged(conn, scope, outcome.merged)
+                    # Its context in this transaction, as any write's (store/context.py).
+                    self._write_contexts(conn, [merged_id], encode_context)
                 conn.execute(
                     """INSERT INTO consolidation_groups (run_id, group_no, label, members, detail)
                        VALUES (?, ?, ?, ?, ?)""",

@@ -15,6 +15,7 @@ the erasure's transaction, before the row leaves its thread).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sqlite3
 from collections.abc import Collection, Sequence
@@ -460,8 +461,9 @@ class _ContextMixin(_SQLiteBase):
             )
         assert self._ctx_index is not None
         dim = self._ctx_index.dim
-        zero = bytes(4 * dim)  # a row deleted since: it scores nothing
-        blob = b"".join(found.get(i, zero) for i in ids.tolist())
+        zero = bytes(4 * dim)  # a row deleted or erased (an empty blob) since: it scores nothing
+        rows = (found.get(i) for i in ids.tolist())
+        blob = b"".join(row if row is not None and len(row) == len(zero) else zero for row in rows)
         return np.frombuffer(blob, dtype="<f4").reshape(len(ids), dim)
 
     def _context_index(self) -> ExactVectorIndex | None:
@@ -477,12 +479,13 @@ class _ContextMixin(_SQLiteBase):
             name, dim = json.loads(encoder)
             if (name, str(dim)) != stored:
                 return None  # re-encoded since: the leg waits for the contexts' rebuild
+            judge = False  # whether the file beside the database is judged after the commit
             conn.execute("BEGIN")
             try:
                 seen = (self._meta(_EPOCH) or "0", self._meta("state_epoch") or "0")
                 index = self._ctx_index
                 if index is None or index.dim != int(dim) or seen[0] != self._ctx_seen[0]:
-                    index = self._open_context_index(conn, int(dim), seen[0])
+                    index, judge = self._open_context_index(conn, int(dim), seen[0])
                 cursor = conn.execute(
                     """SELECT c.record_id, r.scope, r.event_key, r.state = 'active', c.embedding
                        FROM record_context c JOIN records r ON r.id = c.record_id
@@ -514,19 +517,27 @@ class _ContextMixin(_SQLiteBase):
                     label = context_file.fingerprint(conn, index.max_id)
                     context_file.save(path, index, label, seen[1])
                     self._ctx_saved = len(index)
+                    judge = True
             finally:
                 conn.execute("COMMIT")
             self._ctx_seen = seen
+            if judge:
+                # A refused copy goes; a copy just saved from this snapshot goes if an erasure
+                # committed since (context_file's note: the race with an erasure).
+                with contextlib.suppress(OSError):
+                    context_file.discard_stale(conn)
             return index
 
     def _open_context_index(
         self, conn: sqlite3.Connection, dim: int, epoch: str
-    ) -> ExactVectorIndex:
+    ) -> tuple[ExactVectorIndex, bool]:
         """The copy saved beside the file if it is this database's current one (its states
         as of the state epoch it was saved at, which the caller compares), else an empty one
-        (caller holds the lock, inside a read transaction)."""
+        (caller holds the lock, inside a read transaction); and whether a file was there and
+        refused (to be removed once the transaction ends)."""
         path = context_file.path_of(conn)
         loaded = None if path is None else context_file.load(conn, path, dim, self._context_rows)
+        refused = loaded is None and path is not None and path.exists()
         if loaded is None:
             index = ExactVectorIndex(dim, exact_rows=self._context_rows)
             self._ctx_saved = 0
@@ -536,7 +547,7 @@ class _ContextMixin(_SQLiteBase):
             self._ctx_saved = len(index)
             self._ctx_seen = (epoch, saved_states)
         self._ctx_index = index
-        return index
+        return index, refused
 
     def context_eligible(
         self, scope: str, ids: Collection[int], as_of: int | None, filters: Filters = NO_FILTERS

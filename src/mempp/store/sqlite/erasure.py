@@ -14,6 +14,7 @@ import sqlite3
 
 from mempp.errors import InvalidInput, RecordNotFound, StoreError
 from mempp.store.base import StateChange
+from mempp.store.sqlite import context_file
 from mempp.store.sqlite.changelog import _ChangeLogMixin
 from mempp.store.sqlite.indexes import enabled_indexes
 from mempp.store.sqlite.schema import _now
@@ -115,8 +116,24 @@ class _ErasureMixin(_ChangeLogMixin):
             raise StoreError(f"could not redact record {record_id}: {exc}") from None
         with self._lock:
             self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-        self._erase_vectors(erased)
+            # After the commit as well as in it: a context copy another process saved from a
+            # snapshot before the erasure, after the erasure's transaction removed it, goes
+            # too (context_file's note), whatever the context index's switch says now.
+            try:
+                context_file.discard_stale(self._conn)
+                left = None
+            except OSError as exc:
+                left = (
+                    f"{context_file.path_of(self._conn)}: may hold contexts of the erased text "
+                    f"and could not be removed ({exc.strerror}); delete it by hand"
+                )
+        try:
+            self._erase_vectors(erased)
+        except StoreError as exc:
+            left = str(exc) if left is None else f"{exc}; {left}"
         self._forget_bm25()
+        if left is not None:
+            raise StoreError(left)
         return run_id, erased
 
     @staticmethod

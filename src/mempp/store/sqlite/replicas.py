@@ -233,6 +233,7 @@ class _ReplicasMixin(_RecordsMixin):
             self._bm25_ready()
             if (index := self._vector_index()) is not None:
                 self._tags_ready(index)
+        self._context_index()  # type: ignore[attr-defined]  # the context leg's copy (if on)
 
     # -- the in-RAM tag postings --------------------------------------------------------
     def _tags_ready(self, index: ExactVectorIndex) -> TagPostings | None:
