@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from concurrent.futures import Future
+from concurrent.futures import Future, wait
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -69,15 +69,18 @@ def run_legs(
     settings: Settings,
     filters: Filters = NO_FILTERS,
     facts: RowFacts | None = None,
+    beside: Callable[[Callable[[], LegResults]], Future[LegResults]] | None = None,
 ) -> LegLists:
     """Each leg returns at most ``C`` in-scope rows (the scope: tenant, active, ``as_of`` and
     ``filters``). A leg of weight 0 is not queried. The legs are independent lookups, run
     together where the engine gains from it.
 
     ``query_vector`` may be the call that computes it (the question's encoding): it then runs
-    on a thread of its own while the legs that need no vector run, and the vector leg goes
-    last. If the vector is still being computed when those legs are done, ``facts`` looks up
-    what the fusion will ask about their rows meanwhile (:meth:`RowFacts.look_ahead`).
+    on the caller's thread while the legs that need no vector run beside it (on a thread
+    from ``beside``, e.g. :meth:`HelperThreads.submit`, or on the engine's pooled
+    connections), and the caller goes from the encoding straight into the vector leg. If the
+    vector is still being computed when those legs are done, ``facts`` looks up what the
+    fusion will ask about their rows meanwhile (:meth:`RowFacts.look_ahead`).
     Settings that need an optional index the store lacks raise ``IndexMissing``."""
     require_indexes(settings, store)
     limit = settings.candidates
@@ -113,27 +116,25 @@ def run_legs(
     at_query = settings.w_ctx > 0 and settings.ctx_source == "query"
     if at_query:
         contexts = None  # scored after the vector leg, from its rows (query_context)
+    vector: _QuestionVector | None = None
+    needing: dict[str, Callable[[], list[int]]] = {}
     if (settings.w_vec > 0 or contexts is not None or at_query) and query_vector is not None:
-        call, encoding = _vector_call(query_vector, beside_other_legs=bool(calls))
-        vector = _once(call)
-        if facts is not None and encoding is not None:
-            calls = {leg: _noted(leg, leg_call, facts) for leg, leg_call in calls.items()}
-            calls["ahead"] = lambda: _look_ahead(facts, encoding)
+        vector = asked = _QuestionVector(query_vector)
         if settings.w_vec > 0:
-            calls["vec"] = timed(
+            needing["vec"] = timed(
                 stages.VECTOR,
-                lambda: store.nearest(scope, vector(), as_of, limit, filters=filters),
+                lambda: store.nearest(scope, asked(), as_of, limit, filters=filters),
             )
         if contexts is not None:
-            calls["ctx"] = timed(
+            needing["ctx"] = timed(
                 stages.CONTEXT,
-                lambda: contexts.contextual(scope, vector(), as_of, limit, filters=filters),
+                lambda: contexts.contextual(scope, asked(), as_of, limit, filters=filters),
             )
-    found = dict(zip(calls, store.gather(list(calls.values())), strict=True))
+    found = _all_legs(store, calls, needing, vector, facts, beside)
     lex, tag, vec, kw, ctx = (found.get(leg, []) for leg in ("lex", "tag", "vec", "kw", "ctx"))
     if ctx and contexts is not None and settings.ctx_credit == "members":
         ctx = credited(contexts, scope, ctx, as_of, filters, contexts.context_members(ctx))
-    if at_query and query_vector is not None and isinstance(store, ContextStore):
+    if at_query and vector is not None and isinstance(store, ContextStore):
         with stage(stages.CONTEXT):
             rows = vec if settings.w_vec > 0 else []
             if settings.w_vec <= 0:  # the candidates are the vector leg's, run or not
@@ -177,34 +178,85 @@ def credited(
     return listed
 
 
-def _once(call: Callable[[], np.ndarray]) -> Callable[[], np.ndarray]:
-    """``call``, run at most once however many legs ask for its result."""
-    held: list[np.ndarray] = []
-    lock = threading.Lock()
-
-    def run() -> np.ndarray:
-        with lock:  # the vector and context legs may ask at once (PostgreSQL's gather)
-            if not held:
-                held.append(call())
-            return held[0]
-
-    return run
+LegResults = dict[str, list[int]]
 
 
-def _vector_call(
-    query_vector: np.ndarray | Callable[[], np.ndarray], *, beside_other_legs: bool
-) -> tuple[Callable[[], np.ndarray], Future[np.ndarray] | None]:
-    """The call that gives the question's vector, and the encoding running beside the other
-    legs (None when nothing runs beside them)."""
-    if not callable(query_vector):
-        return (lambda: query_vector), None
-    query_vector = timed(stages.ENCODE, query_vector)
-    if not beside_other_legs:  # nothing to overlap with: compute it when the leg asks
-        return query_vector, None
-    # Encoding a question (15-20 ms in numpy, a network round trip for a remote encoder) and
-    # the lexical and tag legs use a core each: side by side, a search waits for the longer.
-    encoding = starting(query_vector, "mempp-encode")
-    return encoding.result, encoding
+class _QuestionVector:
+    """The question's vector, computed at most once however many legs ask for it (on
+    PostgreSQL the vector and context legs may ask at once)."""
+
+    def __init__(self, source: np.ndarray | Callable[[], np.ndarray]) -> None:
+        self._held: list[np.ndarray] = [] if callable(source) else [source]
+        self._compute = timed(stages.ENCODE, source) if callable(source) else None
+        self._lock = threading.Lock()
+
+    def done(self) -> bool:
+        """Is the vector there (given, or computed)?"""
+        return bool(self._held)
+
+    def __call__(self) -> np.ndarray:
+        with self._lock:
+            if not self._held and self._compute is not None:
+                self._held.append(self._compute())
+            return self._held[0]
+
+
+def _all_legs(
+    store: Store,
+    plain: dict[str, Callable[[], list[int]]],
+    needing: dict[str, Callable[[], list[int]]],
+    vector: _QuestionVector | None,
+    facts: RowFacts | None,
+    beside: Callable[[Callable[[], LegResults]], Future[LegResults]] | None,
+) -> LegResults:
+    """Every leg's rows: ``plain`` (the legs that need no vector) and ``needing`` (those
+    that need the question's vector), the question encoded beside the plain legs where it
+    still has to be."""
+    if vector is None or vector.done() or not plain:  # nothing to overlap the encoding with
+        calls = {**plain, **needing}
+        return dict(zip(calls, store.gather(list(calls.values())), strict=True))
+    asked = vector
+    if getattr(store, "gathers_at_once", False):
+        # The engine runs a gather's calls at once on pooled connections, the first on the
+        # caller's thread: the encoding and the legs needing it go first, so they run
+        # here; the plain legs run beside them on the engine's threads. (One gather, so
+        # PostgreSQL reads its erasure count once for all the legs.)
+        first = dict(needing) if needing else {"encoding": lambda: _no_rows(asked())}
+        noted = {leg: _noted(leg, call, facts) for leg, call in plain.items()} if facts else plain
+        calls = {**first, **noted}
+        if facts is not None:
+            calls["ahead"] = lambda: _look_ahead(facts, list(facts.found.values()), asked.done)
+        return dict(zip(calls, store.gather(list(calls.values())), strict=True))
+    # The engine runs a gather's calls in turn (SQLite: one connection): the plain legs run
+    # on a helper thread while this thread encodes the question and then, without a
+    # hand-off, runs the vector leg. Encoding a question (6-8 ms of ONNX Runtime, the GIL
+    # released; a network round trip for a remote encoder) and the plain legs each want a core.
+    work = beside if beside is not None else starting
+    legs = work(lambda: _plain_legs(store, plain, facts, vector.done))
+    try:
+        vector()
+        found = dict(zip(needing, store.gather(list(needing.values())), strict=True))
+    finally:
+        wait([legs])  # never leave a leg running behind the caller's back
+    return {**legs.result(), **found}
+
+
+def _no_rows(_vector: np.ndarray) -> list[int]:
+    return []
+
+
+def _plain_legs(
+    store: Store,
+    calls: dict[str, Callable[[], list[int]]],
+    facts: RowFacts | None,
+    encoded: Callable[[], bool],
+) -> LegResults:
+    """The legs that need no vector, then, while the question is still being encoded, the
+    look-up of their rows for the fusion (it stops once ``encoded()``)."""
+    found = dict(zip(calls, store.gather(list(calls.values())), strict=True))
+    if facts is not None:
+        _look_ahead(facts, list(found.values()), encoded)
+    return found
 
 
 def _noted(leg: str, call: Callable[[], list[int]], facts: RowFacts) -> Callable[[], list[int]]:
@@ -218,14 +270,14 @@ def _noted(leg: str, call: Callable[[], list[int]], facts: RowFacts) -> Callable
     return run
 
 
-def _look_ahead(facts: RowFacts, encoding: Future[np.ndarray]) -> list[int]:
+def _look_ahead(facts: RowFacts, found: list[list[int]], encoded: Callable[[], bool]) -> list[int]:
     """Between the legs that need no vector and the vector leg: while the encoder still runs,
-    the rows those legs found (on an engine that runs the legs at once, those found so far)
-    are looked up for the fusion. Once the vector is there the vector leg goes first."""
-    if encoding.done():
+    the rows those legs ``found`` (on an engine that runs the legs at once, those found so
+    far) are looked up for the fusion. Once the vector is there the vector leg goes first."""
+    if encoded():
         return []
-    rows = list(dict.fromkeys(row for found in list(facts.found.values()) for row in found))
-    facts.look_ahead(rows, waiting=lambda: not encoding.done())
+    rows = list(dict.fromkeys(row for leg in found for row in leg))
+    facts.look_ahead(rows, waiting=lambda: not encoded())
     return rows
 
 
