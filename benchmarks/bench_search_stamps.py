@@ -49,15 +49,39 @@ def _quantiles(values: list[float]) -> str:
     return f"{statistics.median(ordered):6.2f} / {p95:6.2f}"
 
 
+def merged(files: list[Path]) -> None:
+    """Wall and CPU quantiles of the searches of several runs (bursts taking turns)."""
+    walls: dict[str, list[float]] = {}
+    cpus: dict[str, list[float]] = {}
+    for file in files:
+        run = json.loads(file.read_text())
+        for variant, values in run["walls"].items():
+            walls.setdefault(variant, []).extend(values)
+            cpus.setdefault(variant, []).extend(run["cpus"][variant])
+    for variant, values in walls.items():
+        print(
+            f"{variant}: {len(values)} searches, wall p50 / p95 {_quantiles(values)} ms, "
+            f"process CPU {_quantiles(cpus[variant])} ms"
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--path", type=Path, required=True)
+    parser.add_argument("--path", type=Path)
     parser.add_argument("--queries", type=int, default=100)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--variants", nargs="+", default=["two", "one"])
     parser.add_argument("--json", type=Path, help="also write the raw stamps here")
+    parser.add_argument(
+        "--merge", type=Path, nargs="+", help="print the searches of these --json files together"
+    )
     args = parser.parse_args()
+    if args.merge:
+        merged(args.merge)
+        return
 
+    if args.path is None:
+        parser.error("--path is required (unless --merge)")
     import mempp
     from mempp import Memory
     from mempp.search import stages
