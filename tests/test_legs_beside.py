@@ -9,6 +9,7 @@ leg is left running."""
 from __future__ import annotations
 
 import contextvars
+import os
 import threading
 import time
 from collections.abc import Sequence
@@ -163,3 +164,68 @@ def test_helper_threads_run_at_once_carry_the_context_and_end_on_close() -> None
     assert all(not t.is_alive() for t in threads)
     # After close the work runs on the caller's thread.
     assert helpers.submit(threading.get_ident).result(0) == threading.get_ident()
+
+
+def test_a_legs_error_reaches_the_caller_and_the_next_search_runs(
+    engine_location: str,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    with _filled(engine_location, KeywordEmbedder(KEYWORDS)):
+        pass
+    embedder = SlowEmbedder(KEYWORDS)  # the encoding still runs when the lexical leg fails
+    with Memory(engine_location, embedder=embedder, recent_questions=0) as memory:
+        lexical = memory.store.lexical
+
+        def failing(*args, **kwargs):  # type: ignore[no-untyped-def]
+            raise ValueError("the lexical leg failed")
+
+        monkeypatch.setattr(memory.store, "lexical", failing)
+        for _ in range(2):
+            with pytest.raises(ValueError, match="the lexical leg failed"):
+                memory.search("alpha budget")
+        monkeypatch.setattr(memory.store, "lexical", lexical)
+        assert memory.search("alpha budget")
+
+
+def test_a_search_nested_in_a_leg_gets_a_thread_of_its_own() -> None:
+    # A leg on the kept thread that waits on more work of the same helpers (a nested search)
+    # is given another thread: it never waits on the thread it runs on.
+    helpers = HelperThreads("mempp-test-nested", keep=1)
+    try:
+        outer = helpers.submit(lambda: helpers.submit(threading.get_ident).result(5))
+        assert outer.result(5) != threading.get_ident()
+        again = helpers.submit(lambda: helpers.submit(lambda: 7).result(5))
+        assert again.result(5) == 7
+    finally:
+        helpers.close()
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork on this platform")
+def test_a_forked_child_searches_without_the_parents_threads(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    memory = _filled(str(tmp_path / "m.db"), SlowEmbedder(KEYWORDS))
+    memory._questions = type(memory._questions)(0)
+    expected = _snapshot(memory.search("alpha budget"))  # a kept thread waits idle now
+    assert memory._beside._idle
+    read, write = os.pipe()
+    child = os.fork()
+    if child == 0:  # pragma: no cover - the child's outcome goes through the pipe
+        code = 1
+        try:
+            done = threading.Event()
+            got: list[object] = []
+            threading.Thread(
+                target=lambda: (got.append(_snapshot(memory.search("alpha budget"))), done.set()),
+                daemon=True,
+            ).start()
+            code = 0 if done.wait(10) and got == [expected] else 2
+        finally:
+            os.write(write, bytes([code]))
+            os._exit(code)
+    os.close(write)
+    try:
+        answer = os.read(read, 1)
+        os.waitpid(child, 0)
+    finally:
+        os.close(read)
+        memory.close()
+    assert answer == b"\x00", "the child's search hung or differed" if answer else "no answer"

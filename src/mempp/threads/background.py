@@ -5,12 +5,18 @@ phrase matching beside the BM25 replica (a fresh thread per call).
 A fresh thread's start costs 0.1-0.6 ms (``Thread.start`` waits until the new thread runs);
 a kept thread is woken instead. Either way the work runs in a copy of the caller's context,
 so a PostgreSQL read's standby (``Store.reading``) and the stage observer go with it.
+
+A forked child (a server's worker forked after the parent searched) has none of the
+parent's kept threads: every ``HelperThreads`` forgets them in the child, or the child's
+first search would hand its legs to a thread that is not there and wait for ever.
 """
 
 from __future__ import annotations
 
 import contextvars
+import os
 import threading
+import weakref
 from collections.abc import Callable
 from concurrent.futures import Future
 from queue import SimpleQueue
@@ -53,10 +59,16 @@ class HelperThreads:
 
     def __init__(self, name: str, keep: int = 2) -> None:
         self._name, self._keep = name, keep
+        self._closed = False
+        self._forget_threads()
+        _LIVE.add(self)
+
+    def _forget_threads(self) -> None:
+        """No kept thread (at the start, and in a forked child, where the parent's threads
+        are gone and its lock may have been held by one of them at the fork)."""
         self._lock = threading.Lock()
         self._idle: list[SimpleQueue[_Job]] = []
         self._threads: set[threading.Thread] = set()
-        self._closed = False
 
     def submit(self, work: Callable[[], _T]) -> Future[_T]:
         """Run ``work`` on a kept thread (a new one when none is idle), in a copy of the
@@ -110,3 +122,14 @@ class HelperThreads:
         for thread in threads:
             if thread is not threading.current_thread() and thread.ident is not None:
                 thread.join()
+
+
+_LIVE: weakref.WeakSet[HelperThreads] = weakref.WeakSet()
+
+
+def _forget_in_child() -> None:
+    for helpers in list(_LIVE):
+        helpers._forget_threads()
+
+
+os.register_at_fork(after_in_child=_forget_in_child)
