@@ -113,8 +113,10 @@ def test_an_encoders_error_reaches_the_caller_after_the_legs(
     embedder = RecordingEmbedder(KEYWORDS)
     with Memory(engine_location, embedder=embedder, recent_questions=0) as memory:
         for _ in range(3):
+            embedder.threads.clear()
             with pytest.raises(RuntimeError, match="the encoder failed"):
                 memory.search("explode the alpha budget")
+            assert len(embedder.threads) == 1  # however many legs asked for the vector
         assert memory.search("alpha budget")  # the helper thread is free again
         assert memory._beside._idle or not memory.store.__class__.__name__.startswith("SQLite")
 

@@ -186,21 +186,30 @@ LegResults = dict[str, list[int]]
 
 class _QuestionVector:
     """The question's vector, computed at most once however many legs ask for it (on
-    PostgreSQL the vector and context legs may ask at once)."""
+    PostgreSQL the vector and context legs may ask at once). A failed encoding is not
+    repeated: every leg that asks gets its error (a remote encoder is not called again)."""
 
     def __init__(self, source: np.ndarray | Callable[[], np.ndarray]) -> None:
         self._held: list[np.ndarray] = [] if callable(source) else [source]
         self._compute = timed(stages.ENCODE, source) if callable(source) else None
+        self._error: BaseException | None = None
         self._lock = threading.Lock()
 
     def done(self) -> bool:
-        """Is the vector there (given, or computed)?"""
-        return bool(self._held)
+        """Is the encoding over (the vector given or computed, or its error raised)? The
+        look-ahead stops then."""
+        return bool(self._held) or self._error is not None
 
     def __call__(self) -> np.ndarray:
         with self._lock:
+            if self._error is not None:
+                raise self._error
             if not self._held and self._compute is not None:
-                self._held.append(self._compute())
+                try:
+                    self._held.append(self._compute())
+                except BaseException as exc:
+                    self._error = exc
+                    raise
             return self._held[0]
 
 
