@@ -188,8 +188,10 @@ def test_the_question_is_encoded_beside_the_legs_that_need_no_vector(
         for text in ("alpha budget", "beta launch", "alpha gamma"):
             memory.add(text, date="2024-01-02")
         lexical = memory.store.lexical
+        lexical_threads: list[str] = []
 
         def watched(*args: object, **kwargs: object) -> list[int]:
+            lexical_threads.append(threading.current_thread().name)
             started.set()
             return lexical(*args, **kwargs)
 
@@ -198,7 +200,9 @@ def test_the_question_is_encoded_beside_the_legs_that_need_no_vector(
         embedder.threads.clear()
         hits = memory.search("alpha budget")
         assert [h.record.text for h in hits][:1] == ["alpha budget"]
-        assert embedder.threads and embedder.threads[0] != threading.current_thread().name
+        # The encoding waited for the lexical leg to start: they ran side by side, on two
+        # threads (SQLite: the encoding on the caller's; PostgreSQL: on a kept one).
+        assert embedder.threads and embedder.threads[0] != lexical_threads[0]
         # Only the vector leg: nothing to encode beside, so it runs in the caller.
         started.set()
         embedder.threads.clear()

@@ -58,7 +58,7 @@ def test_embed_later_gives_embeds_vectors_bit_for_bit(encoder: minilm.MiniLMEmbe
     assert encoder.embed_later([])().shape == (0, encoder.dim)
 
 
-def test_a_search_tokenizes_on_the_callers_thread_and_encodes_beside_the_legs(
+def test_a_search_encodes_on_the_callers_thread_and_runs_the_other_legs_beside(
     encoder: minilm.MiniLMEmbedder, tmp_path, monkeypatch
 ) -> None:  # type: ignore[no-untyped-def]
     with Memory(tmp_path / "m.db", embedder=encoder) as memory:
@@ -75,12 +75,21 @@ def test_a_search_tokenizes_on_the_callers_thread_and_encodes_beside_the_legs(
             forward.append(threading.current_thread().name)
             return run(ids, lengths)
 
+        lexical_on: list[str] = []
+        lexical = memory.store.lexical
+
+        def recording_lexical(*args, **kwargs):  # type: ignore[no-untyped-def]
+            lexical_on.append(threading.current_thread().name)
+            return lexical(*args, **kwargs)
+
         monkeypatch.setattr(encoder, "_encode", recording_tokenize)
         monkeypatch.setattr(encoder, "_forward", recording_forward)
+        monkeypatch.setattr(memory.store, "lexical", recording_lexical)
         question = "what about the launch budget?"
         memory.search(question)
         assert tokenized == [threading.current_thread().name]
-        assert forward == ["mempp-encode"]
+        assert forward == [threading.current_thread().name]
+        assert lexical_on == ["mempp-legs"]
         held = memory._questions.get(encoder.name, question)
         assert held is not None
         assert held.tobytes() == encoder.embed([question])[0].tobytes()

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
+import weakref
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, TextIO
@@ -43,6 +44,7 @@ from mempp.store import Store, open_store
 from mempp.store.context import ContextRule, context_store
 from mempp.store.indexes import require as require_indexes
 from mempp.store.verify import Check
+from mempp.threads.background import HelperThreads
 
 if TYPE_CHECKING:  # the LLM modules load only when ask() runs
     from mempp.llm import LLMClient
@@ -93,9 +95,15 @@ class Memory:
         self._store: Store = (
             location if isinstance(location, Store) else open_store(validate.location(location))
         )
+        # The thread a search's legs that need no vector run on while the caller encodes
+        # the question (kept alive: no thread start per search); ended by close(), or when
+        # this Memory is collected unclosed.
+        self._beside = HelperThreads("mempp-legs")
+        weakref.finalize(self, self._beside.close)
 
     # -- lifecycle --------------------------------------------------------------------
     def close(self) -> None:
+        self._beside.close()
         self._store.close()
 
     def __enter__(self) -> Memory:
@@ -322,7 +330,17 @@ class Memory:
         require_indexes(settings, self._store)
         wanted = settings.w_vec > 0 or settings.w_ctx > 0
         vector = self._query_encoding(question) if wanted else None
-        return run_legs(self._store, self.scope, question, vector, as_of, settings, filters, facts)
+        return run_legs(
+            self._store,
+            self.scope,
+            question,
+            vector,
+            as_of,
+            settings,
+            filters,
+            facts,
+            beside=self._beside.submit,
+        )
 
     def _query_encoding(self, question: str) -> np.ndarray | Callable[[], np.ndarray] | None:
         """The call that encodes ``question`` (its vector itself when it was asked lately), or

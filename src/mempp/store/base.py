@@ -42,7 +42,11 @@ class Store(IndexedStore, Protocol):
     def gather(self, calls: Sequence[Callable[[], T]]) -> list[T]:
         """Results of independent read calls on this store, in order. An engine whose calls
         wait on a server runs them at once; one whose calls share a connection, in turn.
-        When a call raises, the error reaches the caller once no call is left running."""
+        When a call raises, the error reaches the caller once no call is left running.
+        An engine that runs them at once says so with a class attribute
+        ``gathers_at_once = True`` and runs the first call on the caller's thread (the read
+        path then encodes the question there); without it the read path runs the legs that
+        need no vector on a thread of its own."""
         ...
 
     def schema_version(self) -> int:

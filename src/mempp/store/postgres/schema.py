@@ -421,6 +421,10 @@ MIGRATIONS: tuple[Migration, ...] = (
 class _PostgresBase:
     """A pool of connections to one database, and the state every mixin shares."""
 
+    # gather() runs its calls at once, the first on the caller's thread (run_legs puts the
+    # question's encoding there).
+    gathers_at_once = True
+
     def _write_contexts(self, conn: Any, ids: Sequence[int], encode: Any) -> None:
         """Inside a records write's transaction, after its rows: the context index's part
         (``mempp.store.postgres.context`` overrides this; nothing without that index)."""

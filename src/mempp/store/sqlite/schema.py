@@ -421,6 +421,8 @@ class _ClosedConnection:
 class _SQLiteBase:
     """One connection to the file behind one lock; the state every mixin shares."""
 
+    gathers_at_once = False  # gather() runs its calls in turn (see run_legs)
+
     def _write_contexts(self, conn: sqlite3.Connection, ids: Sequence[int], encode: Any) -> None:
         """Inside a records write's transaction, after its rows: the context index's part
         (``mempp.store.sqlite.context`` overrides this; nothing without that index)."""
