@@ -36,7 +36,7 @@ import threading
 import zlib
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, BinaryIO, TypeVar
 
 import numpy as np
 
@@ -123,15 +123,7 @@ def read(
         raise ValueError("array_file.read: lazy is for a mapped file")
     try:
         with open(path, "rb") as source:
-            head = source.read(len(MAGIC) + 8)
-            if len(head) != len(MAGIC) + 8 or head[: len(MAGIC)] != MAGIC:
-                raise ValueError("not an array file")
-            length = int.from_bytes(head[len(MAGIC) :], "little")
-            if length > 1 << 26:
-                raise ValueError("header too long")
-            raw = source.read(length)
-            if zlib.crc32(raw) != int.from_bytes(source.read(4), "little"):
-                raise ValueError("the header fails its checksum (damaged or truncated)")
+            length, raw = _header(source)
             header = json.loads(raw.decode("utf-8"))
             start = _data_start(length)
             size = os.fstat(source.fileno()).st_size
@@ -177,22 +169,28 @@ def read(
     return meta, arrays
 
 
+def _header(source: BinaryIO) -> tuple[int, bytes]:
+    """The header's length and bytes, read from the file's start and checked against the
+    magic, the length bound and the header's checksum (``ValueError`` naming what failed)."""
+    head = source.read(len(MAGIC) + 8)
+    if len(head) != len(MAGIC) + 8 or head[: len(MAGIC)] != MAGIC:
+        raise ValueError("not an array file")
+    length = int.from_bytes(head[len(MAGIC) :], "little")
+    if length > 1 << 26:
+        raise ValueError("header too long")
+    raw = source.read(length)
+    if zlib.crc32(raw) != int.from_bytes(source.read(4), "little"):
+        raise ValueError("the header fails its checksum (damaged or truncated)")
+    return length, raw
+
+
 def read_meta(path: str | os.PathLike[str]) -> dict[str, Any]:
     """The ``meta`` object of the file at ``path`` from its header alone (checked by the
     header's own checksum; the arrays are not read). ``ValueError`` naming the file if it is
     missing or its header is not this layout's."""
     try:
         with open(path, "rb") as source:
-            head = source.read(len(MAGIC) + 8)
-            if len(head) != len(MAGIC) + 8 or head[: len(MAGIC)] != MAGIC:
-                raise ValueError("not an array file")
-            length = int.from_bytes(head[len(MAGIC) :], "little")
-            if length > 1 << 26:
-                raise ValueError("header too long")
-            raw = source.read(length)
-            if zlib.crc32(raw) != int.from_bytes(source.read(4), "little"):
-                raise ValueError("the header fails its checksum (damaged or truncated)")
-            meta = json.loads(raw.decode("utf-8"))["meta"]
+            meta = json.loads(_header(source)[1].decode("utf-8"))["meta"]
     except ValueError as error:
         raise ValueError(f"{path}: {error}") from None
     except (OSError, KeyError, TypeError, UnicodeDecodeError, json.JSONDecodeError) as error:
