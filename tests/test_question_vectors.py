@@ -4,8 +4,6 @@ engines."""
 
 from __future__ import annotations
 
-import threading
-
 import numpy as np
 import pytest
 
@@ -44,24 +42,15 @@ def test_asked_again_the_question_is_not_encoded_and_the_results_are_the_same(
             assert embedder.calls == calls + 1
 
 
-def test_a_held_vector_skips_the_encoding_thread(tmp_path) -> None:
+def test_a_held_vector_skips_the_encoding(tmp_path) -> None:
     embedder = KeywordEmbedder(["alpha", "beta"])
     with _filled(str(tmp_path / "m.db"), embedder) as memory:
         memory.search("alpha")
-        started = []
-        original = threading.Thread.start
-
-        def spy(thread: threading.Thread) -> None:
-            started.append(thread.name)
-            original(thread)
-
-        threading.Thread.start = spy  # type: ignore[method-assign]
-        try:
-            memory.search("alpha", as_of="2024-03-09")
-            memory.search("beta")
-        finally:
-            threading.Thread.start = original  # type: ignore[method-assign]
-        assert started.count("mempp-encode") == 1  # "beta" only
+        calls = embedder.calls
+        memory.search("alpha", as_of="2024-03-09")  # held: the encoder is not asked again
+        assert embedder.calls == calls
+        memory.search("beta")
+        assert embedder.calls == calls + 1
 
 
 def test_each_scope_holds_its_own_and_the_oldest_question_leaves_first(tmp_path) -> None:
