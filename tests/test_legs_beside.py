@@ -12,7 +12,8 @@ import contextvars
 import os
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 
 import numpy as np
 import pytest
@@ -41,6 +42,16 @@ class RecordingEmbedder(KeywordEmbedder):
             time.sleep(0.02)
             raise RuntimeError("the encoder failed")
         return super().embed(texts)
+
+
+@contextmanager
+def _recorded(location: str) -> Iterator[tuple[Memory, RecordingEmbedder]]:
+    """A filled store opened again with a ``RecordingEmbedder`` and no question held."""
+    with _filled(location, KeywordEmbedder(KEYWORDS)):
+        pass
+    embedder = RecordingEmbedder(KEYWORDS)
+    with Memory(location, embedder=embedder, recent_questions=0) as memory:
+        yield memory, embedder
 
 
 def _legs_threads() -> list[threading.Thread]:
@@ -76,10 +87,7 @@ def test_a_search_returns_what_the_sequential_path_returns(
 def test_where_the_question_is_encoded_and_the_legs_run(
     engine_location: str,  # noqa: F811
 ) -> None:
-    with _filled(engine_location, KeywordEmbedder(KEYWORDS)):
-        pass
-    embedder = RecordingEmbedder(KEYWORDS)
-    with Memory(engine_location, embedder=embedder, recent_questions=0) as memory:
+    with _recorded(engine_location) as (memory, embedder):
         ran: dict[str, set[str]] = {}
 
         def observe(name: str, start: int, end: int, attributes) -> None:  # type: ignore[no-untyped-def]
@@ -108,10 +116,7 @@ def test_where_the_question_is_encoded_and_the_legs_run(
 def test_an_encoders_error_reaches_the_caller_after_the_legs(
     engine_location: str,  # noqa: F811
 ) -> None:
-    with _filled(engine_location, KeywordEmbedder(KEYWORDS)):
-        pass
-    embedder = RecordingEmbedder(KEYWORDS)
-    with Memory(engine_location, embedder=embedder, recent_questions=0) as memory:
+    with _recorded(engine_location) as (memory, embedder):
         for _ in range(3):
             embedder.threads.clear()
             with pytest.raises(RuntimeError, match="the encoder failed"):
