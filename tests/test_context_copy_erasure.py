@@ -15,7 +15,7 @@ import pytest
 from mempp import Memory
 from mempp.settings import preset
 from mempp.store.context import ContextRule
-from mempp.store.sqlite import context_file
+from mempp.store.sqlite import context_file, stale_copy
 
 from conftest import KeywordEmbedder
 from engines import engine_location, pg_server, pg_url  # noqa: F401 - fixtures
@@ -50,7 +50,7 @@ def _copy_is_current(db: str) -> bool | None:
         return None
     conn = sqlite3.connect(db, isolation_level=None)
     try:
-        return context_file._current(conn, path)
+        return stale_copy._judged(path, context_file._current(conn))
     finally:
         conn.close()
 
@@ -145,16 +145,16 @@ def test_removing_a_stale_copy_keeps_a_valid_one_saved_meanwhile(
     valid = path.read_bytes()
     assert _copy_is_current(db) is True
     path.write_bytes(stale)
-    real_rename = context_file.os.rename
+    real_rename = stale_copy.os.rename
 
     def rename(source: Any, target: Any) -> None:
         # Another process saves a valid copy between the first look and the rename.
         partial = path.with_name("other.partial")
         partial.write_bytes(valid)
-        context_file.os.replace(partial, path)
+        stale_copy.os.replace(partial, path)
         real_rename(source, target)
 
-    monkeypatch.setattr(context_file.os, "rename", rename)
+    monkeypatch.setattr(stale_copy.os, "rename", rename)
     conn = sqlite3.connect(db, isolation_level=None)
     try:
         assert context_file.discard_stale(conn) is False

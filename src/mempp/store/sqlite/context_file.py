@@ -16,39 +16,26 @@ with one logged line naming it and why, then removed (``discard_stale``) and sav
 erasure and disabling the index remove the file: it holds a quantised copy of contexts that
 read the erased text.
 
-Erasure against a save in another process. A process saves the copy from the snapshot it
-read, so it can save, after an erasure in another process removed the file, a copy of
-contexts that read the erased text. Two checks close that: the erasure, once committed, and
-the saver, once its file is in place, each call ``discard_stale``, which reads the state in a
-statement of its own. Whichever of the two runs later sees the other's work: the saver's
-check after the erasure's commit finds the epoch moved; otherwise its file was in place
-before the commit and so before the erasure's check. ``discard_stale`` never removes a
-valid copy another process saved at the same time: it first renames the file to a name of
-its own, judges what it renamed, and links a copy it finds valid back (unless a newer one
-took its place).
+Erasure against a save in another process: the erasure, once committed, and the saver, once
+its file is in place, each call ``discard_stale``, so a copy saved from a snapshot before an
+erasure never stays on disk after it, and a valid copy saved meanwhile is never removed
+(``mempp.store.sqlite.stale_copy``).
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
-import os
-import secrets
 import sqlite3
-import threading
-import time
 from pathlib import Path
 
 from mempp.index import array_file
 from mempp.index.vectors import ExactRows, ExactVectorIndex
+from mempp.store.sqlite import stale_copy
 from mempp.store.sqlite.vector_file import STALE_SHARE
 
 CONTEXT_FILE_SUFFIX = "-context.arrays"
 
-# discard_stale renames a file to judge it under this suffix; one left behind by a process that
-# stopped in between is swept once this many seconds old (a live call needs milliseconds).
-_DISCARD_SUFFIX = ".discard"
-_SWEEP_AFTER = 60.0
 
 _KIND = "mempp context index"
 _VERSION = 1
@@ -75,51 +62,17 @@ def remove(conn: sqlite3.Connection) -> None:
 def discard_stale(conn: sqlite3.Connection, path: Path | None = None) -> bool:
     """Remove the file (at ``path``, else beside ``conn``'s database) unless it is the copy of
     the database's current contexts, read in a statement of its own (call outside a
-    transaction); whether one was removed. ``OSError`` if the folder refuses the removal."""
-    assert not conn.in_transaction, "discard_stale reads the state after the caller's commit"
+    transaction; ``stale_copy``); whether one was removed. ``OSError`` if the folder refuses
+    the removal."""
     path = path_of(conn) if path is None else path
     if path is None:
         return False
-    _sweep(path)
-    if not path.exists() or _current(conn, path):
-        return False
-    own = path.with_name(
-        f"{path.name}.{os.getpid()}-{threading.get_ident()}-{secrets.token_hex(4)}{_DISCARD_SUFFIX}"
-    )
-    try:
-        os.rename(path, own)  # what is judged below is what is removed
-    except FileNotFoundError:
-        return False
-    try:
-        if _current(conn, own):  # a valid copy saved since the first look: it goes back
-            with contextlib.suppress(OSError):  # FileExistsError: a newer one is in place
-                os.link(own, path)
-            return False
-        return True
-    finally:
-        own.unlink(missing_ok=True)
+    return stale_copy.discard_unless(path, _current(conn))
 
 
-def _current(conn: sqlite3.Connection, path: Path) -> bool:
-    """Whether the file at ``path`` says it covers the database's current contexts."""
-    try:
-        meta = array_file.read_meta(path)
-        if (meta.get("kind"), meta.get("version")) != (_KIND, _VERSION):
-            return False
-        return fingerprint(conn, int(meta["max_id"])) == meta["fingerprint"]
-    except FileNotFoundError:
-        return False
-    except (ValueError, KeyError, TypeError, sqlite3.Error):  # damaged, or the index is off
-        return False
-
-
-def _sweep(path: Path) -> None:
-    """Remove what a ``discard_stale`` stopped between its rename and its removal left."""
-    now = time.time()
-    for left in path.parent.glob(f"{path.name}.*{_DISCARD_SUFFIX}"):
-        with contextlib.suppress(OSError):
-            if now - left.stat().st_ctime > _SWEEP_AFTER:
-                left.unlink()
+def _current(conn: sqlite3.Connection) -> stale_copy.Current:
+    """Whether a header says its file covers the database's current contexts."""
+    return stale_copy.label_matches(conn, fingerprint, key="fingerprint", kind=(_KIND, _VERSION))
 
 
 def fingerprint(conn: sqlite3.Connection, max_id: int) -> str:

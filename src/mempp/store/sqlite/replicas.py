@@ -33,12 +33,14 @@ from mempp.store.sqlite.schema import (
     TAGS_FILE_SUFFIX,
     _ClosedConnection,
 )
+from mempp.store.sqlite.stale_copy import discard_unless, label_matches
 from mempp.store.sqlite.vector_file import (
     STALE_SHARE,
     VECTOR_FILE_MIN_ROWS,
     VECTOR_FILE_SUFFIX,
     fingerprint,
 )
+from mempp.store.sqlite.vector_file import discard_stale as discard_stale_vectors
 from mempp.store.sqlite.vector_file import load as load_vector_index
 from mempp.store.sqlite.vector_file import save as save_vector_index
 
@@ -150,10 +152,11 @@ def _tag_postings_from_sql(conn: sqlite3.Connection) -> TagPostings:
     return postings
 
 
-def _erasures_seen(postings: TagPostings) -> str:
-    """The number of erasures when ``postings`` were read (see ``_tag_postings_from_sql``)."""
-    parts = postings.label.split(":")
-    return parts[2] if len(parts) == 4 else ""
+def _erasures_seen(replica: TagPostings | Bm25Index) -> str:
+    """The number of erasures when ``replica`` was read: the third field of its label
+    (``fingerprint``, ``_fingerprint``, or ``"::<erasures>:"`` for an empty store)."""
+    parts = replica.label.split(":")
+    return parts[2] if len(parts) >= 3 else ""
 
 
 def _saved_tags(conn: sqlite3.Connection, path: Path) -> TagPostings | None:
@@ -277,6 +280,7 @@ class _ReplicasMixin(_RecordsMixin):
                 if postings.max_id >= max(self.tags_file_min_rows, 1):
                     with contextlib.suppress(OSError):  # a read-only folder: read next time
                         postings.save(saved)
+                        discard_unless(saved, label_matches(conn, fingerprint, key="label"))
             return postings
 
         self._build_aside(build, "_tags_built")
@@ -307,6 +311,10 @@ class _ReplicasMixin(_RecordsMixin):
             return None
         if self._bm25 is None and self._bm25_built is not None:
             self._bm25, self._bm25_built = self._bm25_built, None
+        if self._bm25 is not None and _erasures_seen(self._bm25) != str(self._erasures_applied):
+            # Read before an erasure (here or through another store object): read again,
+            # by a new thread (the one that read it is done: it set what was adopted).
+            self._bm25 = self._bm25_thread = None
         if self._bm25 is None:
             if (
                 self._bm25_thread is None
@@ -345,6 +353,8 @@ class _ReplicasMixin(_RecordsMixin):
             with contextlib.suppress(OSError):  # a read-only folder: build next time
                 bm25.save(saved)
                 legacy.unlink(missing_ok=True)
+                # Read before an erasure elsewhere that removed the file first (stale_copy).
+                discard_unless(saved, label_matches(conn, _fingerprint, key="label"))
         return bm25
 
     def _bm25_catch_up(self, bm25: Bm25Index) -> None:
@@ -406,12 +416,14 @@ class _ReplicasMixin(_RecordsMixin):
     vector_file_min_rows = VECTOR_FILE_MIN_ROWS
     _vectors_saved = 0
     _index_encoder: tuple[str, int] | None = None  # the encoder whose vectors _index holds
+    _erasures_applied: int | None = None  # redactions zeroed in _index (None: not looked yet)
 
     def _reset_vector_index(self) -> None:
         """Forget the vector index and the float32 rows file (caller holds the lock): their
         vectors are of an encoder the store no longer has."""
         self._index = None
         self._index_encoder = None
+        self._erasures_applied = None
         self._filtered.clear()
         self._dirty = True
         if self._exact_file is not None:
@@ -506,18 +518,35 @@ class _ReplicasMixin(_RecordsMixin):
                              AND state = 'archived'""",
                         (json.dumps(index.scopes),),
                     ).fetchall()
+                erasures = self._conn.execute("SELECT count(*) FROM redactions").fetchone()[0]
                 if self._vector_file_due(index):
                     label = fingerprint(self._conn, index.max_id)
             finally:
                 self._conn.execute("COMMIT")
             if archived is not None:
                 index.set_archived(np.fromiter((r[0] for r in archived), dtype=np.int64))
+            if self._erase_others(index) != erasures:
+                label = None  # read before an erasure since: saved once caught up again
             self._seen_state_epoch = epoch
             self._seen_data_version = data_version
             self._dirty = False
             if label is not None:
                 self._save_vector_index(index, encoder, label)
             return index
+
+    def _erase_others(self, index: ExactVectorIndex) -> int:
+        """Zero in ``index`` the rows erased since it last looked, by this store object or
+        another one on the file (in this process or another), read after the caller's
+        commit: the rows it just read may predate an erasure committed meanwhile. The number
+        of erasures, which ``_bm25_ready`` also compares its replica's with (caller holds the
+        lock)."""
+        erasures = self._conn.execute("SELECT count(*) FROM redactions").fetchone()[0]
+        if erasures != self._erasures_applied:
+            if erasures:
+                erased = self._conn.execute("SELECT record_id FROM redactions").fetchall()
+                index.erase(np.fromiter((r[0] for r in erased), dtype=np.int64))
+            self._erasures_applied = erasures
+        return erasures
 
     def _vector_file_due(self, index: ExactVectorIndex) -> bool:
         """Whether to save the index: large enough, and never saved or an eighth larger."""
@@ -566,6 +595,9 @@ class _ReplicasMixin(_RecordsMixin):
         self._vectors_saved = len(index)  # a refused save is not retried on every write
         with contextlib.suppress(OSError):
             save_vector_index(path, index, encoder, label, self._seen_state_epoch)
+            # An erasure elsewhere since this snapshot removed the file before this one
+            # took its place, or finds it in place after: this check or the erasure's.
+            discard_stale_vectors(self._conn, path)
 
     def _erase_vectors(self, ids: Sequence[int]) -> None:
         """After an erasure: the rows' quantised copies leave the in-RAM index and the file

@@ -27,6 +27,9 @@ warning), then ignored: the store reads SQLite, as without a file, and saves a n
 it holds ``vector_file_min_rows`` rows; a folder that refuses the file only
 means the next process reads SQLite too. An erasure rewrites the file from the index
 (the erased rows' codes zeroed), or removes it: it holds a quantised copy of every vector.
+A process that saves the file checks it once it is in place (``discard_stale``), so a copy
+saved from a snapshot read before another process's erasure never stays on disk after it
+(``mempp.store.sqlite.stale_copy``).
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ from pathlib import Path
 
 from mempp.index import array_file
 from mempp.index.vectors import ExactRows, ExactVectorIndex
+from mempp.store.sqlite import stale_copy
 
 VECTOR_FILE_SUFFIX = "-vectors.arrays"
 # Below this many rows SQLite loads the vectors in well under a second: no file is saved.
@@ -130,6 +134,14 @@ def save(
         "max_norm": index.max_norm,
     }
     array_file.write(path, meta, arrays, pad_rows=_spare(len(arrays["ids"])))
+
+
+def discard_stale(conn: sqlite3.Connection, path: Path) -> bool:
+    """Remove the file at ``path`` unless it covers the database's rows now (read in
+    statements of their own: call outside a transaction); whether one was removed.
+    ``OSError`` if the folder refuses the removal."""
+    current = stale_copy.label_matches(conn, fingerprint, key="fingerprint", kind=(_KIND, _VERSION))
+    return stale_copy.discard_unless(path, current)
 
 
 def _spare(rows: int) -> int:
