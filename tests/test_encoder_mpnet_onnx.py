@@ -105,6 +105,33 @@ def test_cached_graph_loads_without_onnx(
     assert np.abs(again.embed(texts) - numpy_encoder.embed(texts)).max() < MAX_DIFFERENCE
 
 
+def test_threads_follow_the_cores_and_keep_the_vectors(
+    onnx_encoder, numpy_encoder, directory: Path, graph_cache: Path, monkeypatch
+) -> None:
+    """As MiniLM's: two ONNX Runtime threads a run on two cores (one batch caller), one on
+    one core; the vectors are the same either way, alone, beside other askers and batched."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from mempp.encoders import onnx_graph
+    from mempp.encoders.mpnet_onnx import OnnxMPNetEmbedder
+
+    monkeypatch.setattr(onnx_graph, "_cores", lambda: 2)
+    two = OnnxMPNetEmbedder(directory)
+    assert two._session.get_session_options().intra_op_num_threads == 2
+    assert two._workers == 1
+    monkeypatch.setattr(onnx_graph, "_cores", lambda: 1)
+    one = OnnxMPNetEmbedder(directory)  # the cached graph
+    assert one._session.get_session_options().intra_op_num_threads == 1
+    texts = [f"who owns the launch budget of team {i}?" for i in range(6)]
+    texts += ["a longer note about the release plan " * 30, ""]
+    alone = np.stack([one.embed([t])[0] for t in texts])
+    with ThreadPoolExecutor(3) as pool:
+        beside = np.stack(list(pool.map(lambda t: two.embed([t])[0], texts)))
+    assert np.abs(beside - alone).max() < MAX_DIFFERENCE
+    assert np.abs(two.embed(texts) - alone).max() < MAX_DIFFERENCE
+    assert np.abs(alone - numpy_encoder.embed(texts)).max() < MAX_DIFFERENCE
+
+
 def test_by_name_and_missing_extra(monkeypatch, directory: Path) -> None:
     monkeypatch.setitem(sys.modules, "onnxruntime", None)
     with pytest.raises(EncoderUnavailable, match=r"mempp\[onnx\]"):

@@ -29,18 +29,26 @@ from mempp.encoders.mpnet import (
     literal_pad_positions,
     position_bias,
 )
-from mempp.encoders.onnx_graph import cached_session, encoder_graph, require
+from mempp.encoders.onnx_graph import (
+    batch_workers,
+    cached_session,
+    encoder_graph,
+    require,
+    run_threads,
+)
 
 __all__ = ["OnnxMPNetEmbedder"]
 
 
 class OnnxMPNetEmbedder(MPNetEmbedder):
-    """all-mpnet-base-v2 run by ONNX Runtime; the constructor and threading of
-    :class:`~mempp.encoders.mpnet.MPNetEmbedder`, one ONNX Runtime thread per batch. Not the
-    two a run of :class:`~mempp.encoders.minilm_onnx.OnnxMiniLMEmbedder`: MPNet's larger
-    products spent 5-10% more CPU a question and 10% more a batch text on two (at load 6-8,
-    ``benchmarks/bench_onnx_threads.py``), for a question that is over the search budget
-    either way."""
+    """all-mpnet-base-v2 run by ONNX Runtime; the constructor of
+    :class:`~mempp.encoders.mpnet.MPNetEmbedder`, and the threading of
+    :class:`~mempp.encoders.minilm_onnx.OnnxMiniLMEmbedder`: each run of the session on
+    :func:`~mempp.encoders.onnx_graph.run_threads` ONNX Runtime threads (a lone question on
+    both cores of a small machine: 27-28 against 44-46 ms p50 on an idle one, at 1.1 times
+    the CPU), the batches of a call on ``workers`` threads (default
+    :func:`~mempp.encoders.onnx_graph.batch_workers`; ``benchmarks/bench_onnx_threads.py``,
+    docs/encoders.md)."""
 
     _numpy_forward = False  # ONNX Runtime runs the products on threads of its own
 
@@ -53,6 +61,9 @@ class OnnxMPNetEmbedder(MPNetEmbedder):
         workers: int | None = None,
     ) -> None:
         require("onnxruntime")  # before the weights are joined: a missing extra is named first
+        self._threads = run_threads()
+        if workers is None:
+            workers = batch_workers(self._threads)
         super().__init__(model_dir, max_tokens=max_tokens, batch_size=batch_size, workers=workers)
 
     def _load_weights(self, file: Path, n_layers: int) -> None:
@@ -74,7 +85,9 @@ class OnnxMPNetEmbedder(MPNetEmbedder):
             del self._emb_ln_g, self._emb_ln_b
             return model
 
-        self._session = cached_session("all-mpnet-base-v2", file, f"{self._max_tokens}", build)
+        self._session = cached_session(
+            "all-mpnet-base-v2", file, f"{self._max_tokens}", build, threads=self._threads
+        )
         if not hasattr(self, "_position_bias"):  # read from the cache: only the bias table
             with safe_open(str(file), framework="np") as weights:
                 table = weights.get_tensor(RELATIVE_BIAS)
