@@ -2,17 +2,22 @@
 second process sees it): the other object's in-RAM copies (the vector index's int8 codes,
 the BM25 replica) lose the erased rows at its next search, nothing it saves beside the file
 afterwards holds them, and a copy it saves from a snapshot read before the erasure never
-stays on disk after it (``mempp.store.sqlite.stale_copy``)."""
+stays on disk after it (``mempp.store.sqlite.stale_copy``). Each ordering is forced by a hook;
+then random steps of two objects (adds, erasures, restarts; both search after each step) check
+the same after every step. PostgreSQL's replicas, per process, are checked once."""
 
 from __future__ import annotations
 
 import sqlite3
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from mempp import Memory
 from mempp.index import array_file
@@ -24,7 +29,7 @@ from mempp.store.sqlite import replicas, schema, stale_copy, vector_file
 from mempp.store.sqlite.replicas import _fingerprint
 from mempp.store.sqlite.schema import BM25_FILE_SUFFIX, TAGS_FILE_SUFFIX
 
-from conftest import KeywordEmbedder
+from conftest import KeywordEmbedder, examples
 from engines import pg_server, pg_url  # noqa: F401 - fixtures
 
 KEYWORDS = ["alpha", "beta", "gamma", "secret"]
@@ -208,3 +213,101 @@ def test_postgres_other_nodes_replicas_lose_the_erased_row(pg_url: str) -> None:
         assert secret.id not in legs.vec and secret.id not in legs.lex
         vectors = other.store._vector_replicas.get(other.scope)  # type: ignore[attr-defined]
         assert vectors is not None and not _codes_of(vectors._index, secret.id).any()
+
+
+# One step of two store objects ("a", "b") sharing one file: add rows, erase a row, or close
+# and open again (a process that restarts). After every step both search and are checked.
+_STEPS = st.lists(
+    st.one_of(
+        st.tuples(st.just("add"), st.sampled_from("ab"), st.integers(1, 30)),
+        st.tuples(st.just("redact"), st.sampled_from("ab"), st.integers(0, 10**6)),
+        st.tuples(st.just("reopen"), st.sampled_from("ab"), st.just(0)),
+    ),
+    min_size=1,
+    max_size=12,
+)
+
+
+def _settle(memories: dict[str, Memory]) -> None:
+    """Wait for the replicas' threads, so what is on disk is what they saved."""
+    for memory in memories.values():
+        store = memory.store
+        for thread in (store._bm25_thread, store._tags_thread):  # type: ignore[attr-defined]
+            if thread is not None:
+                thread.join()
+
+
+def _searches_hold_no_erased_row(memories: dict[str, Memory], erased: set[int]) -> None:
+    """Each object searches (then again, adopting what its threads read meanwhile); its
+    vector index holds no erased row's codes, its BM25 replica none of their terms."""
+    for memory in memories.values():
+        memory.search("alpha secret")
+    _settle(memories)
+    for name, memory in memories.items():
+        memory.search("alpha secret")
+        index = memory.store._index  # type: ignore[attr-defined]
+        if index is not None:
+            for record in erased:
+                if record <= index.max_id:
+                    assert not _codes_of(index, record).any(), (name, record)
+        bm25 = memory.store._bm25  # type: ignore[attr-defined]
+        if bm25 is not None:
+            assert not set(bm25.postings("secret")[0].tolist()) & erased, name
+
+
+def _saved_copies_are_current(db: str, erased: set[int]) -> None:
+    """Every copy on disk describes the database now, and none holds an erased row's codes."""
+    conn = sqlite3.connect(db, isolation_level=None)
+    try:
+        for suffix, fingerprint, key in (
+            (vector_file.VECTOR_FILE_SUFFIX, vector_file.fingerprint, "fingerprint"),
+            (BM25_FILE_SUFFIX, _fingerprint, "label"),
+            (TAGS_FILE_SUFFIX, vector_file.fingerprint, "label"),
+        ):
+            path = Path(db + suffix)
+            current = stale_copy.label_matches(conn, fingerprint, key=key)
+            assert not path.exists() or stale_copy._judged(path, current), suffix
+    finally:
+        conn.close()
+    path = Path(db + vector_file.VECTOR_FILE_SUFFIX)
+    if path.exists():
+        _, arrays = array_file.read(path)
+        for record in erased & set(arrays["ids"].tolist()):
+            assert not _codes_of(arrays, record).any(), record
+
+
+@settings(max_examples=examples(25))
+@given(_STEPS)
+def test_random_steps_of_two_objects_never_keep_an_erased_row(steps: list[tuple]) -> None:
+    with tempfile.TemporaryDirectory() as folder, pytest.MonkeyPatch.context() as patch:
+        patch.setattr(replicas._ReplicasMixin, "vector_file_min_rows", 1)
+        patch.setattr(replicas._ReplicasMixin, "tags_file_min_rows", 1)
+        patch.setattr(schema, "BM25_RAM_MIN_ROWS", 1)
+        db = str(Path(folder) / "steps.db")
+        memories = {name: Memory(db, embedder=EMBEDDER) for name in "ab"}
+        rows: list[int] = []
+        erased: set[int] = set()
+        try:
+            for kind, name, number in steps:
+                memory = memories[name]
+                if kind == "add":
+                    added = memory.add_many(
+                        [
+                            {"text": f"{KEYWORDS[i % 4]} step {len(rows) + i}", "tags": ["t"]}
+                            for i in range(number)
+                        ]
+                    )
+                    rows += [r.id for r in added if r.id is not None]
+                elif kind == "redact" and len(erased) < len(rows):
+                    left = [r for r in rows if r not in erased]
+                    record = left[number % len(left)]
+                    memory.redact(record, reason="step")
+                    erased.add(record)
+                elif kind == "reopen":
+                    memory.close()
+                    memories[name] = Memory(db, embedder=EMBEDDER)
+                _searches_hold_no_erased_row(memories, erased)
+                _saved_copies_are_current(db, erased)
+        finally:
+            for memory in memories.values():
+                memory.close()
