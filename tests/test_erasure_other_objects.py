@@ -276,7 +276,7 @@ def _saved_copies_are_current(db: str, erased: set[int]) -> None:
             assert not _codes_of(arrays, record).any(), record
 
 
-@settings(max_examples=examples(25))
+@settings(max_examples=examples(25, share=0.2))
 @given(_STEPS)
 def test_random_steps_of_two_objects_never_keep_an_erased_row(steps: list[tuple]) -> None:
     with tempfile.TemporaryDirectory() as folder, pytest.MonkeyPatch.context() as patch:
