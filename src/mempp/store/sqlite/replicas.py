@@ -482,7 +482,7 @@ class _ReplicasMixin(_RecordsMixin):
                 self._index_encoder = encoder
             index = self._index
             held, held_max = len(index), index.max_id  # rows loaded now bring their own state
-            label = None
+            label = erasures = None  # the erasure count the label was read at, if one is due
             self._conn.execute("BEGIN")  # one consistent snapshot for rows and epoch
             try:
                 epoch = self._conn.execute(
@@ -518,14 +518,15 @@ class _ReplicasMixin(_RecordsMixin):
                              AND state = 'archived'""",
                         (json.dumps(index.scopes),),
                     ).fetchall()
-                erasures = self._conn.execute("SELECT count(*) FROM redactions").fetchone()[0]
                 if self._vector_file_due(index):
                     label = fingerprint(self._conn, index.max_id)
+                    erasures = self._conn.execute("SELECT count(*) FROM redactions").fetchone()[0]
             finally:
                 self._conn.execute("COMMIT")
             if archived is not None:
                 index.set_archived(np.fromiter((r[0] for r in archived), dtype=np.int64))
-            if self._erase_others(index) != erasures:
+            erased = self._erase_others(index)  # after the commit, whatever is due
+            if label is not None and erased != erasures:
                 label = None  # read before an erasure since: saved once caught up again
             self._seen_state_epoch = epoch
             self._seen_data_version = data_version
