@@ -130,14 +130,17 @@ def _before_next(
     monkeypatch.setattr(owner, name, hooked)
 
 
-def _vector_copy_current(db: str) -> bool | None:
-    path = Path(db + vector_file.VECTOR_FILE_SUFFIX)
+def _copy_on_disk_current(
+    db: str, suffix: str, fingerprint: Callable[[sqlite3.Connection, int], Any], key: str
+) -> bool | None:
+    """None when no copy is beside ``db``, else whether its header describes the database
+    now (as ``stale_copy`` judges it)."""
+    path = Path(db + suffix)
     if not path.exists():
         return None
     conn = sqlite3.connect(db, isolation_level=None)
     try:
-        current = stale_copy.label_matches(conn, vector_file.fingerprint, key="fingerprint")
-        return stale_copy._judged(path, current)
+        return stale_copy._judged(path, stale_copy.label_matches(conn, fingerprint, key=key))
     finally:
         conn.close()
 
@@ -153,7 +156,10 @@ def test_a_vector_copy_saved_from_before_an_erasure_does_not_stay(
             monkeypatch, replicas, "save_vector_index", lambda: eraser.redact(secret, reason="t")
         )
         saver.search("alpha")
-        assert _vector_copy_current(db) is None  # the saver's own check removed it
+        current = _copy_on_disk_current(
+            db, vector_file.VECTOR_FILE_SUFFIX, vector_file.fingerprint, "fingerprint"
+        )
+        assert current is None  # the saver's own check removed it
         assert not list(tmp_path.glob("*.discard"))
         assert secret not in saver.legs("secret", as_of=None, settings=DEFAULT).vec
         assert not _codes_of(_index(saver), secret).any()
@@ -161,26 +167,21 @@ def test_a_vector_copy_saved_from_before_an_erasure_does_not_stay(
 
 @pytest.mark.parametrize(
     ("kind", "suffix", "fingerprint"),
-    [(Bm25Index, BM25_FILE_SUFFIX, _fingerprint), (TagPostings, TAGS_FILE_SUFFIX, None)],
+    [
+        (Bm25Index, BM25_FILE_SUFFIX, _fingerprint),
+        (TagPostings, TAGS_FILE_SUFFIX, vector_file.fingerprint),
+    ],
     ids=["bm25", "tags"],
 )
 def test_a_replica_saved_from_before_an_erasure_does_not_stay(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: type, suffix: str, fingerprint: Any
 ) -> None:
     db, secret = _store(tmp_path, monkeypatch)
-    path = Path(db + suffix)
     with Memory(db, embedder=EMBEDDER) as saver, Memory(db, embedder=EMBEDDER) as eraser:
         eraser.store._conn.execute("PRAGMA busy_timeout = 50")  # type: ignore[attr-defined]
         _before_next(monkeypatch, kind, "save", lambda: eraser.redact(secret, reason="t"))
         saver.warm()  # reads the replica in a thread, saves it after the erasure's removal
-        conn = sqlite3.connect(db, isolation_level=None)
-        try:
-            current = stale_copy.label_matches(
-                conn, fingerprint or vector_file.fingerprint, key="label"
-            )
-            assert not path.exists() or stale_copy._judged(path, current)
-        finally:
-            conn.close()
+        assert _copy_on_disk_current(db, suffix, fingerprint, "label") is not False
         assert not list(tmp_path.glob("*.discard"))
 
 
@@ -257,18 +258,12 @@ def _searches_hold_no_erased_row(memories: dict[str, Memory], erased: set[int]) 
 
 def _saved_copies_are_current(db: str, erased: set[int]) -> None:
     """Every copy on disk describes the database now, and none holds an erased row's codes."""
-    conn = sqlite3.connect(db, isolation_level=None)
-    try:
-        for suffix, fingerprint, key in (
-            (vector_file.VECTOR_FILE_SUFFIX, vector_file.fingerprint, "fingerprint"),
-            (BM25_FILE_SUFFIX, _fingerprint, "label"),
-            (TAGS_FILE_SUFFIX, vector_file.fingerprint, "label"),
-        ):
-            path = Path(db + suffix)
-            current = stale_copy.label_matches(conn, fingerprint, key=key)
-            assert not path.exists() or stale_copy._judged(path, current), suffix
-    finally:
-        conn.close()
+    for suffix, fingerprint, key in (
+        (vector_file.VECTOR_FILE_SUFFIX, vector_file.fingerprint, "fingerprint"),
+        (BM25_FILE_SUFFIX, _fingerprint, "label"),
+        (TAGS_FILE_SUFFIX, vector_file.fingerprint, "label"),
+    ):
+        assert _copy_on_disk_current(db, suffix, fingerprint, key) is not False, suffix
     path = Path(db + vector_file.VECTOR_FILE_SUFFIX)
     if path.exists():
         _, arrays = array_file.read(path)
